@@ -1,0 +1,1 @@
+"""Agents: the interface and the shipped agents."""

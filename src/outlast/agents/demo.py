@@ -1,0 +1,259 @@
+"""The ``demo`` agent: a deterministic, offline "plan then execute todos" loop.
+
+It behaves like a long autonomous tool loop: streams text token by token,
+keeps a todo list in shared state (``STATE_DELTA``), runs tools with
+realistic delays as journaled effects (one line each in
+``<workspace>/effects.log``), asks for approval before risky steps, and
+resumes from its last boundary after a crash. Knobs go in
+``forwardedProps.demo``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from outlast.agents.base import Agent, AgentError, Capabilities
+from outlast.engine.context import RunContext
+from outlast.errors import EffectUncertain
+
+TOOLS = [
+    ("search_docs", "Searching the documentation for the relevant API"),
+    ("read_file", "Reading the module that needs the change"),
+    ("edit_file", "Applying the change to the module"),
+    ("run_tests", "Running the test suite"),
+    ("write_report", "Writing up what changed and why"),
+]
+WORDS = (
+    "the agent keeps working while your phone sleeps and every token it writes is stored "
+    "before anyone sees it so a reload picks up exactly where the stream left off with "
+    "nothing repeated and nothing lost along the way through each careful step"
+).split()
+
+
+@dataclass
+class Knobs:
+    """Pace and shape of a demo run (``forwardedProps.demo``)."""
+
+    steps: int = 5
+    step_delay_ms: int = 3000
+    tokens_per_message: int = 24
+    token_delay_ms: int = 60
+    approve_at: list[int] = field(default_factory=list)
+    fail_at: int | None = None
+    reconcile: bool = True
+
+    @classmethod
+    def parse(cls, props: Any) -> Knobs:
+        raw = props.get("demo") if isinstance(props, dict) else None
+        if not isinstance(raw, dict):
+            return cls()
+        knobs = cls()
+        for name in ("steps", "step_delay_ms", "tokens_per_message", "token_delay_ms"):
+            value = raw.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100_000:
+                setattr(knobs, name, value)
+        knobs.steps = min(knobs.steps, 1000)
+        approve = raw.get("approve_at")
+        if isinstance(approve, list):
+            knobs.approve_at = [a for a in approve if isinstance(a, int)]
+        fail = raw.get("fail_at")
+        if isinstance(fail, int) and not isinstance(fail, bool):
+            knobs.fail_at = fail
+        if isinstance(raw.get("reconcile"), bool):
+            knobs.reconcile = raw["reconcile"]
+        return knobs
+
+
+class DemoAgent(Agent):
+    """Plans ``steps`` todos, then executes them one tool call at a time."""
+
+    capabilities = Capabilities(
+        description="Deterministic offline plan-and-execute loop with tools, approvals and "
+                    "shared-state todos; pace it with forwardedProps.demo.",
+        supports_resume=True, interrupts=True, journaled_effects=True,
+    )
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+
+    @property
+    def effects_log(self) -> Path:
+        return self.workspace / "effects.log"
+
+    async def run(self, ctx: RunContext) -> None:
+        demo = ctx.session_state.get("demo")
+        if ctx.resume and isinstance(demo, dict):
+            await self._answer(ctx, demo)
+        elif ctx.resumed and isinstance(demo, dict) and demo.get("phase") == "working" \
+                and demo.get("run_id") == ctx.run_id:
+            pass  # crash resume: carry on from the step the last boundary recorded
+        else:
+            demo = await self._plan(ctx)
+        await self._work(ctx, demo)
+
+    # -- phases -----------------------------------------------------------
+    async def _plan(self, ctx: RunContext) -> dict[str, Any]:
+        knobs = Knobs.parse(ctx.forwarded_props)
+        demo: dict[str, Any] = {
+            "knobs": asdict(knobs), "run_id": ctx.run_id, "next_step": 1,
+            "phase": "working", "approved": {}, "denied": [],
+        }
+        if knobs.steps == 0:
+            await self._say(ctx, knobs, "Here is a short answer, streamed token by token.", 0)
+            demo["phase"] = "done"
+            ctx.session_state["demo"] = demo
+            return demo
+        todos = [{"id": f"todo-{i}", "title": TOOLS[(i - 1) % len(TOOLS)][1],
+                  "tool": TOOLS[(i - 1) % len(TOOLS)][0], "status": "pending"}
+                 for i in range(1, knobs.steps + 1)]
+        await self._say(ctx, knobs, f"Plan: I will work through {knobs.steps} steps.", 0)
+        await ctx.emit({"type": "STATE_DELTA",
+                        "delta": [{"op": "add", "path": "/todos", "value": todos}]})
+        ctx.session_state["demo"] = demo
+        return demo
+
+    async def _answer(self, ctx: RunContext, demo: dict[str, Any]) -> None:
+        demo["run_id"] = ctx.run_id
+        demo["phase"] = "working"
+        for answer in ctx.resume:
+            meta = answer.interrupt.get("metadata") or {}
+            step = meta.get("step")
+            if not isinstance(step, int):
+                continue
+            if answer.approved:
+                payload = answer.payload if isinstance(answer.payload, dict) else {}
+                edited = payload.get("editedArgs")
+                args = edited if isinstance(edited, dict) else meta.get("args", {})
+                demo["approved"][str(step)] = {
+                    "args": args, "toolCallId": answer.interrupt.get("toolCallId"),
+                    "retry": meta.get("kind") == "uncertain_effect",
+                }
+            else:
+                demo["denied"].append(step)
+        ctx.session_state["demo"] = demo
+
+    async def _work(self, ctx: RunContext, demo: dict[str, Any]) -> None:
+        knobs = Knobs(**demo["knobs"])
+        while demo["phase"] == "working" and demo["next_step"] <= knobs.steps:
+            step = demo["next_step"]
+            await self._step(ctx, knobs, demo, step)
+            demo["next_step"] = step + 1
+            ctx.session_state["demo"] = demo
+        if demo["phase"] == "working":
+            await self._say(ctx, knobs, f"All {knobs.steps} steps are done.", 0)
+            demo["phase"] = "done"
+            ctx.session_state["demo"] = demo
+
+    async def _step(self, ctx: RunContext, knobs: Knobs, demo: dict[str, Any],
+                    step: int) -> None:
+        tool, title = TOOLS[(step - 1) % len(TOOLS)]
+        approved = demo["approved"].get(str(step))
+        args: dict[str, Any] = {"step": step, "target": f"module_{step}.py"}
+        if step in demo["denied"]:
+            await self._todo(ctx, step, "skipped")
+            await self._say(ctx, knobs, f"Skipped step {step} ({tool}): not approved.", step)
+            return
+        if step in knobs.approve_at and approved is None:
+            call_id = f"call_{ctx.run_id[:8]}_{step}"
+            await self._todo(ctx, step, "awaiting_approval")
+            demo["phase"] = "awaiting"
+            ctx.session_state["demo"] = demo
+            await ctx.interrupt({
+                "id": f"approve-{call_id}", "reason": "tool_call", "toolCallId": call_id,
+                "message": f"Step {step} wants to run {tool}({json.dumps(args)}). Approve?",
+                "responseSchema": {
+                    "type": "object",
+                    "properties": {"approved": {"type": "boolean"},
+                                   "editedArgs": {"type": "object"}},
+                    "required": ["approved"]},
+                "metadata": {"tool": tool, "args": args, "step": step},
+            })
+        if approved is not None:
+            args = approved["args"]
+        call_id = f"call_{ctx.run_id[:8]}_{step}_{ctx.attempt}"
+        if approved is not None and approved.get("toolCallId") and not approved.get("retry"):
+            call_id = approved["toolCallId"]  # the call the person approved
+        await self._todo(ctx, step, "in_progress")
+        message_id = await self._say(ctx, knobs, f"Step {step}: {title}.", step)
+        await ctx.emit({"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": tool,
+                        "parentMessageId": message_id})
+        await ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
+                        "delta": json.dumps(args)})
+        await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
+        if knobs.fail_at == step:
+            raise AgentError(f"Tool {tool} failed at step {step}.", code="tool_failed")
+        try:
+            result = await self._execute(ctx, knobs, step, tool, call_id, args,
+                                         retry=bool((approved or {}).get("retry")))
+        except EffectUncertain:
+            await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
+                            "toolCallId": call_id, "role": "tool",
+                            "content": "Unknown: the previous attempt stopped mid-tool."})
+            demo["phase"] = "awaiting"
+            ctx.session_state["demo"] = demo
+            await ctx.interrupt({
+                "id": f"uncertain-{ctx.run_id[:8]}-{step}", "reason": "confirmation",
+                "toolCallId": call_id,
+                "message": f"Step {step} ({tool}) may or may not have run before the server "
+                           "stopped. Run it again?",
+                "metadata": {"tool": tool, "args": args, "step": step,
+                             "kind": "uncertain_effect"},
+            })
+        await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
+                        "toolCallId": call_id, "role": "tool", "content": result})
+        await self._todo(ctx, step, "done")
+
+    async def _execute(self, ctx: RunContext, knobs: Knobs, step: int, tool: str,
+                       call_id: str, args: dict[str, Any], *, retry: bool) -> str:
+        line_prefix = f"{ctx.run_id} {step} "
+
+        async def run_tool() -> str:
+            await asyncio.sleep(knobs.step_delay_ms / 1000)
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            with open(self.effects_log, "a", encoding="utf-8") as f:
+                f.write(f"{line_prefix}{call_id}\n")
+                f.flush()
+                os.fsync(f.fileno())
+            return f"{tool} finished step {step} with {json.dumps(args, sort_keys=True)}"
+
+        async def reconcile() -> Any:
+            # The effect is checkable from outside: its line is either there or not.
+            if self.effects_log.exists():
+                for line in self.effects_log.read_text("utf-8").splitlines():
+                    if line.startswith(line_prefix):
+                        return f"{tool} finished step {step} (recovered)"
+            return RunContext.NOT_DONE
+
+        return str(await ctx.effect(
+            f"step-{step}", run_tool, reconcile=reconcile if knobs.reconcile else None,
+            retry_uncertain=retry))
+
+    # -- pieces -----------------------------------------------------------
+    async def _todo(self, ctx: RunContext, step: int, status: str) -> None:
+        todos = (ctx.state or {}).get("todos") if isinstance(ctx.state, dict) else None
+        if not isinstance(todos, list) or len(todos) < step:
+            return
+        await ctx.emit({"type": "STATE_DELTA", "delta": [
+            {"op": "replace", "path": f"/todos/{step - 1}/status", "value": status}]})
+
+    async def _say(self, ctx: RunContext, knobs: Knobs, lead: str, salt: int) -> str:
+        message_id = ctx.new_id("msg")
+        await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": message_id,
+                        "role": "assistant"})
+        tokens = lead.split()
+        extra = max(0, knobs.tokens_per_message - len(tokens))
+        tokens += [WORDS[(salt * 7 + i) % len(WORDS)] for i in range(extra)]
+        for i, token in enumerate(tokens):
+            await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id,
+                            "delta": token if i == 0 else " " + token})
+            if knobs.token_delay_ms:
+                await asyncio.sleep(knobs.token_delay_ms / 1000)
+        await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": message_id})
+        return message_id
+
+

@@ -1,0 +1,1 @@
+"""The ``outlast`` command line: serve, inspect, control."""

@@ -1,0 +1,398 @@
+"""One attempt of one run: the agent task, the fold, boundaries and the run's end.
+
+The execution owns the run while it holds the lease. The HTTP request that
+admitted the run never owns it (G1): requests only subscribe to the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from outlast.agents.base import Agent, AgentError
+from outlast.engine.context import Resolution, RunContext, RunSuspended
+from outlast.errors import EffectUncertain, InvalidRequest, LeaseLost, PayloadTooLarge
+from outlast.protocol.fold import ThreadFold
+from outlast.store.base import FinishWrite, RunRecord, SnapshotWrite
+
+if TYPE_CHECKING:
+    from outlast.engine.runtime import Engine
+
+log = logging.getLogger("outlast.run")
+
+# Events that open a construct: a pending boundary is saved before one is applied,
+# so the snapshot carries the agent's session_state as of that boundary.
+OPENERS = frozenset({
+    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CHUNK", "TOOL_CALL_START", "TOOL_CALL_CHUNK",
+    "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CHUNK", "STEP_STARTED",
+})
+RESERVED = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"})
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, the log's encoding."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def unanswered_tool_calls(messages: list[dict[str, Any]]) -> list[str]:
+    """Tool call ids present in assistant messages that have no tool result."""
+    answered = {m.get("toolCallId") for m in messages if m.get("role") == "tool"}
+    out: list[str] = []
+    for m in messages:
+        if m.get("role") == "assistant":
+            for call in m.get("toolCalls") or ():
+                if call.get("id") not in answered:
+                    out.append(call["id"])
+    return out
+
+
+def new_messages(fold: ThreadFold, incoming: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's messages the thread does not have yet, by id: AG-UI front ends
+    resend the whole history, other clients only the new message; nothing duplicates."""
+    known = {m.get("id") for m in fold.messages}
+    out = []
+    for message in incoming:
+        if message.get("id") not in known:
+            out.append(message)
+            known.add(message.get("id"))
+    return out
+
+
+class RunExecution:
+    """Runs one attempt of a run under this process's lease."""
+
+    def __init__(self, engine: Engine, run: RunRecord, agent: Agent, *, crashed: bool) -> None:
+        self.engine = engine
+        self.run = run
+        self.agent = agent
+        self.crashed = crashed  # a takeover of an attempt that died
+        self.resumed = run.last_seq > 0
+        self.seq = run.last_seq
+        self.cancel_reason: str | None = None
+        self.fold = ThreadFold()
+        self.positions: dict[str, float] = {}
+        self.session_state: dict[str, Any] = {}
+        self.channel = engine.writer.channel(
+            run.rid, run.tid, run.id, run.attempts, engine.instance, run.last_seq)
+        self.channel.on_fenced = self._on_fenced
+        self._agent_task: asyncio.Task[None] | None = None
+        self._pending_boundary: int | None = None
+        self._last_snapshot = 0.0
+        self._saved_session = ""
+        self.done = asyncio.Event()
+
+    # -- control ----------------------------------------------------------
+    def stop(self, reason: str) -> None:
+        """Stop the agent: ``cancel`` (G6), ``lease_lost`` (G8 fencing) or ``drain``."""
+        if self.cancel_reason is None or reason == "lease_lost":
+            self.cancel_reason = reason
+        if self._agent_task is not None and not self._agent_task.done():
+            self._agent_task.cancel()
+
+    def _on_fenced(self) -> None:
+        self.stop("lease_lost")
+
+    # -- writing ----------------------------------------------------------
+    async def emit(self, event: Any) -> None:
+        """Append an agent's event (G2: it is shown only once committed)."""
+        if isinstance(event, BaseModel):
+            data: dict[str, Any] = event.model_dump(mode="json", by_alias=True)
+        elif isinstance(event, dict):
+            data = dict(event)
+        else:
+            raise InvalidRequest("an event is an ag_ui.core model or a dict")
+        kind = data.get("type")
+        if kind in RESERVED:
+            raise InvalidRequest(f"agents do not emit {kind}; the engine opens and ends runs")
+        await self._append(data)
+
+    async def _append(self, data: dict[str, Any]) -> None:
+        if self.channel.fenced:
+            raise LeaseLost("this process no longer holds the run's lease")
+        kind = data.get("type")
+        if self._pending_boundary is not None and kind in OPENERS:
+            self._save_boundary(self._pending_boundary, force=False)
+        if "timestamp" not in data:
+            data["timestamp"] = now_ms()
+        body = dumps(data)
+        if len(body) > self.engine.settings.max_event_bytes:
+            raise PayloadTooLarge(
+                f"an event of {len(body)} bytes is over the limit of "
+                f"{self.engine.settings.max_event_bytes}")
+        self.fold.apply(data)
+        self.seq += 1
+        at_boundary = self.fold.at_boundary
+        self.engine.writer.append(self.channel, self.seq, at_boundary, body)
+        self.engine.metrics.events.inc()
+        if at_boundary:
+            self._pending_boundary = self.seq
+            if self.engine.draining and self.cancel_reason is None:
+                # Clean shutdown: stop at this boundary so the next process resumes here.
+                self.stop("drain")
+        if self.engine.writer.backlog(self.channel) > 2000:
+            await self.engine.writer.flush(self.channel)
+
+    async def flush(self) -> None:
+        """Wait until everything emitted so far is committed."""
+        if self._pending_boundary is not None:
+            self._save_boundary(self._pending_boundary, force=False)
+        await self.engine.writer.flush(self.channel)
+        if self.channel.fenced:
+            raise LeaseLost("this process no longer holds the run's lease")
+
+    async def mark_boundary(self) -> None:
+        """An agent's explicit boundary: saved now, whatever the throttle says."""
+        if not self.fold.at_boundary:
+            raise InvalidRequest("not at a safe boundary: a message, tool call or step is open")
+        self._save_boundary(self.seq, force=True)
+
+    def _save_boundary(self, seq: int, *, force: bool) -> None:
+        self._pending_boundary = None
+        settings = self.engine.settings
+        if not force:
+            if settings.snapshot_mode == "run_end":
+                return
+            if time.monotonic() - self._last_snapshot < settings.snapshot_min_interval:
+                return  # changes keep accumulating in the fold until the next save
+        self._last_snapshot = time.monotonic()
+        snap = self._snapshot_write(seq)
+        self.engine.writer.snapshot(self.channel, snap)
+        if settings.snapshot_hook is not None:
+            self.engine.schedule_hook({
+                "threadId": self.run.thread_id, "runId": self.run.id, "asOf": seq,
+                "messages": copy.deepcopy(self.fold.messages),
+                "state": copy.deepcopy(self.fold.state),
+            })
+
+    def _snapshot_write(self, seq: int) -> SnapshotWrite:
+        changes = self.fold.take_changes()
+        messages = self.fold.messages
+        upserts: list[tuple[str, float, str]] = []
+        for mid in changes.removed_ids:
+            self.positions.pop(mid, None)
+        if changes.reordered:
+            # Rare (an inserted message): renumber, which rewrites every position.
+            self.positions = {m["id"]: float(i + 1) for i, m in enumerate(messages)}
+            upserts = [(m["id"], self.positions[m["id"]], dumps(m)) for m in messages]
+        else:
+            for index, message in sorted(changes.upserts, key=lambda u: u[0]):
+                mid = message["id"]
+                pos = self.positions.get(mid)
+                if pos is None:
+                    before = self.positions.get(messages[index - 1]["id"], 0.0) if index else 0.0
+                    after = (self.positions.get(messages[index + 1]["id"])
+                             if index + 1 < len(messages) else None)
+                    pos = before + 1.0 if after is None else (before + after) / 2
+                    self.positions[mid] = pos
+                upserts.append((mid, pos, dumps(message)))
+        session = dumps(self.session_state)
+        session_json = None if session == self._saved_session else session
+        self._saved_session = session
+        return SnapshotWrite(
+            as_of_run=self.run.id, as_of_seq=seq, upserts=upserts,
+            deletes=list(changes.removed_ids),
+            state_json=dumps(self.fold.state) if changes.state_changed else None,
+            session_state_json=session_json,
+        )
+
+    async def effect_start(self, key: str) -> None:
+        await self.engine.store.effect_start(self.run.rid, key, self.engine.instance,
+                                             self.run.attempts)
+
+    async def effect_complete(self, key: str, result_json: str) -> None:
+        await self.engine.store.effect_complete(self.run.rid, key, self.engine.instance,
+                                                self.run.attempts, result_json)
+
+    # -- lifecycle --------------------------------------------------------
+    async def main(self) -> None:
+        """Prepare, run the agent, end the run; never raises."""
+        try:
+            await self._main()
+        except LeaseLost:
+            log.warning("run %s: lease lost; this process stops writing to it", self.run.id)
+        except Exception:
+            log.exception("run %s: engine failure", self.run.id)
+        finally:
+            self.done.set()
+            self.engine.execution_ended(self)
+
+    async def _main(self) -> None:
+        await self._prepare()
+        if self.crashed and not self._may_resume():
+            await self._finish_failed("crashed", "The server running this run stopped, and "
+                                      "the run cannot be resumed.")
+            return
+        if self.run.cancel_requested:
+            await self._finish_cancelled()
+            return
+        resolutions = [
+            Resolution(i.body, (i.resolution or {}).get("status", "resolved"),
+                       (i.resolution or {}).get("payload"))
+            for i in await self.engine.store.resolved_by(self.run.rid)
+        ]
+        ctx = RunContext(self, resolutions)
+        self._agent_task = asyncio.create_task(self.agent.run(ctx), name=f"agent:{self.run.id}")
+        if self.cancel_reason is not None:  # stopped while preparing
+            self._agent_task.cancel()
+        await asyncio.wait({self._agent_task})
+        task = self._agent_task
+        reason = self.cancel_reason
+        if reason == "lease_lost" or self.channel.fenced:
+            log.warning("run %s: lease lost; stopped", self.run.id)
+            return
+        if task.cancelled():
+            if reason == "drain":
+                await self._release()
+            else:
+                await self._finish_cancelled()
+            return
+        exc = task.exception()
+        if exc is None:
+            await self._finish_succeeded()
+        elif isinstance(exc, RunSuspended):
+            await self._finish_interrupted(exc.interrupts)
+        elif isinstance(exc, LeaseLost):
+            return
+        elif isinstance(exc, AgentError):
+            await self._finish_failed(exc.code, exc.message)
+        elif isinstance(exc, EffectUncertain):
+            await self._finish_failed("effect_uncertain", exc.message)
+        elif isinstance(exc, PayloadTooLarge | InvalidRequest):
+            await self._finish_failed(exc.code, f"The agent broke a protocol rule: {exc.message}")
+        else:
+            log.error("run %s: agent raised", self.run.id, exc_info=exc)
+            await self._finish_failed(
+                "agent_error", f"The agent failed unexpectedly ({type(exc).__name__}).")
+
+    def _may_resume(self) -> bool:
+        s = self.engine.settings
+        policy = s.crash_policy or ("resume" if self.agent.capabilities.supports_resume
+                                    else "fail")
+        return policy == "resume" and self.run.attempts <= s.max_attempts
+
+    async def _prepare(self) -> None:
+        store = self.engine.store
+        snap = await store.get_snapshot(self.run.tid)
+        self.fold = ThreadFold(snap.messages, snap.state)
+        self.positions = dict(snap.positions)
+        self.session_state = dict(snap.session_state)
+        self._saved_session = dumps(self.session_state)
+        if not self.resumed:
+            # RUN_STARTED echoes the input's new messages: the stock client (and our
+            # fold) add them to the conversation, so every reader of the log sees them.
+            fresh = new_messages(self.fold, self.run.input.get("messages") or [])
+            await self._append({
+                "type": "RUN_STARTED", "threadId": self.run.thread_id, "runId": self.run.id,
+                "protocolVersion": "1.0",
+                "input": {"threadId": self.run.thread_id, "runId": self.run.id,
+                          "messages": fresh},
+            })
+            # G5: the thread shows the new input from the run's first commit on.
+            self._save_boundary(self.seq, force=True)
+            return
+        # Resume after a crash (G8): fold what the dead attempt committed on top of
+        # the last boundary snapshot, then close what it left open.
+        after = 0
+        if snap.as_of_run == self.run.id and snap.as_of_seq is not None:
+            after = snap.as_of_seq
+        while True:
+            page = await store.read_events(self.run.rid, after, 1000)
+            if not page:
+                break
+            for ev in page:
+                self.fold.apply(json.loads(ev.body))
+            after = page[-1].seq
+        if not self.crashed:
+            return
+        resumed_from = self.seq
+        await self._close_open("The run was interrupted before this tool returned.")
+        await self._append({
+            "type": "CUSTOM", "name": "outlast.resumed",
+            "value": {"attempt": self.run.attempts, "resumedFromSeq": resumed_from},
+        })
+        self._save_boundary(self.seq, force=True)
+
+    async def _close_open(self, tool_result: str) -> None:
+        """Close constructs left open (cancel, failure, crash) so every stream still folds."""
+        for event in self.fold.closing_events():
+            await self._append(event)
+        pending_tools = {i.get("toolCallId") for i in self.fold.interrupts}
+        for call_id in unanswered_tool_calls(self.fold.messages):
+            if call_id in pending_tools:
+                continue
+            await self._append({
+                "type": "TOOL_CALL_RESULT", "messageId": f"result_{call_id}",
+                "toolCallId": call_id, "content": tool_result, "role": "tool",
+            })
+
+    async def _end(self, events: list[dict[str, Any]], fin: FinishWrite) -> None:
+        for event in events:
+            await self._append(event)
+        self._save_boundary(self.seq, force=True)
+        self.engine.writer.finish(self.channel, fin)
+        await self.engine.writer.flush(self.channel)
+        self.engine.metrics.finished.labels(fin.status).inc()
+
+    async def _finish_succeeded(self) -> None:
+        await self._close_open("The tool did not return a result.")
+        await self._end(
+            [{"type": "RUN_FINISHED", "threadId": self.run.thread_id, "runId": self.run.id}],
+            FinishWrite("succeeded", outcome={"type": "success"}))
+
+    async def _finish_cancelled(self) -> None:
+        await self._close_open("Cancelled before the tool returned.")
+        outcome = {"type": "cancelled"}
+        await self._end(
+            [{"type": "RUN_FINISHED", "threadId": self.run.thread_id, "runId": self.run.id,
+              "outcome": outcome}],
+            FinishWrite("cancelled", outcome=outcome))
+
+    async def _finish_failed(self, code: str, message: str) -> None:
+        await self._close_open("The run failed before this tool returned.")
+        await self._end(
+            [{"type": "RUN_ERROR", "message": message, "code": code}],
+            FinishWrite("failed", error={"code": code, "message": message}))
+
+    async def _finish_interrupted(self, interrupts: list[dict[str, Any]]) -> None:
+        await self._close_open("The tool did not return a result.")
+        outcome = {"type": "interrupt", "interrupts": interrupts}
+        events = [
+            {"type": "STATE_SNAPSHOT", "snapshot": self.fold.state},
+            {"type": "MESSAGES_SNAPSHOT", "messages": list(self.fold.messages)},
+            {"type": "RUN_FINISHED", "threadId": self.run.thread_id, "runId": self.run.id,
+             "outcome": outcome},
+        ]
+        records = []
+        for item in interrupts:
+            expires = item.get("expiresAt")
+            records.append((item["id"], dumps(item), _parse_time(expires)))
+        await self._end(events, FinishWrite("interrupted", outcome=outcome, interrupts=records))
+
+    async def _release(self) -> None:
+        """Clean shutdown: commit what we have and let the next process resume (G8)."""
+        if self._pending_boundary is not None:
+            self._save_boundary(self._pending_boundary, force=True)
+        await self.engine.writer.flush(self.channel)
+        await self.engine.store.release_lease(self.run.rid, self.engine.instance,
+                                              self.run.attempts)
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -1,0 +1,92 @@
+"""Live fan-out: subscribers wait for a run's committed ``seq`` to move.
+
+G10: there is no per-subscriber queue. A run has one feed holding its last
+committed seq and a bounded cache of recent frames; subscribers pull from the
+cache or the log, so an unread subscriber costs nothing that grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+
+from outlast.store.base import StoredEvent
+
+CACHE_EVENTS = 512
+
+
+class RunFeed:
+    """The live edge of one run: last committed seq, final flag, recent events."""
+
+    __slots__ = ("_changed", "cache", "final", "last_seq", "watchers")
+
+    def __init__(self) -> None:
+        self.last_seq = 0
+        self.final = False
+        self.cache: deque[StoredEvent] = deque(maxlen=CACHE_EVENTS)
+        self._changed = asyncio.Event()
+        self.watchers = 0
+
+    def advance(self, events: list[StoredEvent], last_seq: int, final: bool) -> None:
+        for ev in events:
+            if not self.cache or ev.seq == self.cache[-1].seq + 1:
+                self.cache.append(ev)
+            else:  # a gap (events published by another process): restart the cache
+                self.cache.clear()
+                self.cache.append(ev)
+        if last_seq > self.last_seq:
+            self.last_seq = last_seq
+        self.final = self.final or final
+        # Wake everyone waiting on this generation, then start a new one.
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def cached_after(self, after: int, limit: int) -> list[StoredEvent] | None:
+        """Events after ``after`` from the cache, or None if the cache does not cover them."""
+        if not self.cache or self.cache[0].seq > after + 1 or self.cache[-1].seq <= after:
+            return None
+        start = after + 1 - self.cache[0].seq
+        end = min(len(self.cache), start + limit)
+        return [self.cache[i] for i in range(start, end)]
+
+    async def wait(self, after: int, timeout: float) -> None:
+        """Return when the feed moves past ``after``, turns final, or after ``timeout``."""
+        if self.last_seq > after or self.final:
+            return
+        changed = self._changed
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), timeout)
+
+
+class Hub:
+    """The feeds of runs that someone writes or watches in this process."""
+
+    def __init__(self) -> None:
+        self._feeds: dict[int, RunFeed] = {}
+
+    def feed(self, rid: int) -> RunFeed:
+        """The feed of a run, created on first use."""
+        feed = self._feeds.get(rid)
+        if feed is None:
+            feed = self._feeds[rid] = RunFeed()
+        return feed
+
+    def publish(self, rid: int, events: list[StoredEvent], last_seq: int, final: bool) -> None:
+        """G2: called only after the events are committed."""
+        self.feed(rid).advance(events, last_seq, final)
+
+    def hint(self, rid: int, last_seq: int, final: bool) -> None:
+        """A notification from another process: wake readers, who read the log."""
+        feed = self._feeds.get(rid)
+        if feed is not None:
+            feed.advance([], last_seq, final)
+
+    def release(self, rid: int) -> None:
+        """Forget a feed nobody writes or watches any more."""
+        feed = self._feeds.get(rid)
+        if feed is not None and feed.watchers == 0:
+            del self._feeds[rid]
+
+    def __len__(self) -> int:
+        return len(self._feeds)

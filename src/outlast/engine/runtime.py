@@ -1,0 +1,349 @@
+"""The engine: admits runs, leases and executes them, cancels them, drains.
+
+Concurrency model (see docs/architecture.md): every state change that must
+hold across processes is decided by one store transaction (admission, lease
+claim, fenced append, interrupt answer); in-process structures are caches
+and wake-ups only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from outlast.agents.base import Agent
+from outlast.config import Settings
+from outlast.engine.execution import RunExecution, dumps
+from outlast.engine.hub import Hub
+from outlast.engine.metrics import Metrics
+from outlast.engine.writer import Writer
+from outlast.errors import AgentNotFound, Draining, RunNotFound
+from outlast.store.base import (
+    FINAL,
+    AdmitRequest,
+    AdmitResult,
+    ResumeAnswer,
+    RunRecord,
+    RunWrite,
+    Store,
+    Strategy,
+)
+
+log = logging.getLogger("outlast.engine")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Per-request options (SPEC §3 headers), after server defaults apply."""
+
+    key: str | None = None
+    on_disconnect: str = "continue"
+    multitask: Strategy = "reject"
+
+
+def fingerprint(agent: str, body: Mapping[str, Any]) -> str:
+    """The request's identity for G3: the agent and the canonical input body."""
+    canon = json.dumps({"agent": agent, "input": body}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def title_of(messages: list[dict[str, Any]]) -> str | None:
+    """A thread title: the first words of the first user message."""
+    for m in messages:
+        if m.get("role") == "user":
+            content = m.get("content")
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            if isinstance(content, str) and content.strip():
+                text = " ".join(content.split())
+                return text[:80]
+    return None
+
+
+class Engine:
+    """Owns runs in this process; the HTTP edge and the CLI call it."""
+
+    def __init__(self, settings: Settings, store: Store, agents: dict[str, Agent]) -> None:
+        self.settings = settings
+        self.store = store
+        self.agents = agents
+        self.instance = f"{uuid.uuid4().hex[:12]}"
+        self.hub = Hub()
+        self.metrics = Metrics()
+        self.writer = Writer(store, self.hub, self._committed)
+        self.executions: dict[int, RunExecution] = {}
+        self.draining = False
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._hooks: set[asyncio.Task[None]] = set()
+        self._started = False
+
+    # -- lifecycle --------------------------------------------------------
+    async def start(self) -> None:
+        """Open the store, take over orphaned runs, start the loops."""
+        await self.store.open()
+        self.store.add_listener(self._on_notify)
+        self.writer.start()
+        if getattr(self.store, "exclusive", False):
+            # The data-directory lock proves any other lease holder dead (G8):
+            # take its runs now instead of waiting for the TTL.
+            for run in await self.store.claim_expired(self.instance, self.settings.lease_ttl,
+                                                      self.settings.max_runs, all_foreign=True):
+                self._launch(run, crashed=True)
+        self._tasks = [
+            asyncio.create_task(self._pump(), name="outlast-pump"),
+            asyncio.create_task(self._heartbeat(), name="outlast-heartbeat"),
+            asyncio.create_task(self._upkeep(), name="outlast-upkeep"),
+        ]
+        self._started = True
+        self._wake.set()
+
+    def begin_drain(self) -> None:
+        """Refuse new admissions from now on (503 ``draining``)."""
+        self.draining = True
+
+    async def drain(self) -> None:
+        """SIGTERM: refuse admissions, stop runs at their next boundary, release leases."""
+        self.draining = True
+        for ex in list(self.executions.values()):
+            if ex.fold.at_boundary:
+                ex.stop("drain")
+        deadline = time.monotonic() + self.settings.drain_timeout
+        while self.executions and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for ex in list(self.executions.values()):
+            ex.stop("drain")
+        while self.executions:
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        """Drain, stop the loops, close the store."""
+        if not self._started:
+            return
+        await self.drain()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.writer.stop()
+        await self.store.close()
+        self._started = False
+
+    # -- admission --------------------------------------------------------
+    def agent(self, name: str) -> Agent:
+        agent = self.agents.get(name)
+        if agent is None:
+            raise AgentNotFound(f"no agent is registered as {name!r}", agent=name)
+        return agent
+
+    async def admit(self, owner: str, agent: str, body: dict[str, Any],
+                    options: RunOptions) -> AdmitResult:
+        """Admit the run of a RunAgentInput body, or attach to the one with its key (G3)."""
+        self.agent(agent)
+        if self.draining:
+            raise Draining("the server is shutting down; retry on another instance")
+        messages = body.get("messages") or []
+        resume = [
+            ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
+            for r in body.get("resume") or []
+        ]
+        req = AdmitRequest(
+            owner=owner, thread_id=body["threadId"], run_id=body["runId"], agent=agent,
+            key=options.key or body["runId"], fingerprint=fingerprint(agent, body),
+            input_json=dumps(body),
+            options_json=dumps({"onDisconnect": options.on_disconnect,
+                                "multitask": options.multitask}),
+            strategy=options.multitask, resume=resume, has_new_input=bool(messages),
+            title=title_of(messages), now=time.time(),
+        )
+        result = await self.store.admit(req)
+        if result.created:
+            self.metrics.admitted.inc()
+            for old in result.superseded:
+                await self._stop_run(old)
+            self.wake()
+            await self.store.notify("outlast_work", "")
+        else:
+            self.metrics.attached.inc()
+        return result
+
+    # -- cancel (G6) ------------------------------------------------------
+    async def cancel(self, owner: str, run_id: str, *, wait: bool = False,
+                     timeout: float = 30.0) -> RunRecord:
+        """Stop a run by id; idempotent. With ``wait``, return once it is final."""
+        run = await self.store.get_run(owner, run_id)
+        if run is None:
+            raise RunNotFound("run not found", runId=run_id)
+        if run.status in FINAL:
+            return run
+        await self._stop_run(run)
+        if wait:
+            deadline = time.monotonic() + timeout
+            feed = self.hub.feed(run.rid)
+            feed.watchers += 1
+            try:
+                while time.monotonic() < deadline:
+                    current = await self.store.get_run_by_rid(run.rid)
+                    if current is None or current.status in FINAL:
+                        break
+                    await feed.wait(feed.last_seq, 0.2)
+            finally:
+                feed.watchers -= 1
+        current = await self.store.get_run_by_rid(run.rid)
+        if current is None:
+            raise RunNotFound("run not found", runId=run_id)
+        return current
+
+    async def _stop_run(self, run: RunRecord) -> None:
+        record = await self.store.request_cancel(run.rid)
+        if record is None or record.status in FINAL:
+            return
+        if record.status == "queued":
+            outcome = {"type": "cancelled"}
+            events = [
+                dumps({"type": "RUN_STARTED", "threadId": run.thread_id, "runId": run.id,
+                       "protocolVersion": "1.0", "timestamp": int(time.time() * 1000)}),
+                dumps({"type": "RUN_FINISHED", "threadId": run.thread_id, "runId": run.id,
+                       "outcome": outcome, "timestamp": int(time.time() * 1000)}),
+            ]
+            if await self.store.cancel_queued(run.rid, events, outcome):
+                self.hub.publish(run.rid, [], 2, True)
+                await self.store.notify("outlast_events", f"{run.rid}:2:1")
+                self.metrics.finished.labels("cancelled").inc()
+                return
+        ex = self.executions.get(run.rid)
+        if ex is not None:
+            ex.stop("cancel")
+        else:
+            # G6 across processes: the lease holder hears this within milliseconds.
+            await self.store.notify("outlast_cancel", str(run.rid))
+
+    # -- execution --------------------------------------------------------
+    def wake(self) -> None:
+        """Ask the scheduler to look for startable runs now."""
+        self._wake.set()
+
+    def _launch(self, run: RunRecord, *, crashed: bool) -> None:
+        agent = self.agents.get(run.agent)
+        if agent is None:
+            log.error("run %s needs agent %r, which is not registered here", run.id, run.agent)
+            return
+        if crashed:
+            self.metrics.takeovers.inc()
+        ex = RunExecution(self, run, agent, crashed=crashed)
+        self.executions[run.rid] = ex
+        self.metrics.executing.set(len(self.executions))
+        task = asyncio.create_task(ex.main(), name=f"run:{run.id}")
+        self._hooks.add(task)
+        task.add_done_callback(self._hooks.discard)
+
+    def execution_ended(self, ex: RunExecution) -> None:
+        self.executions.pop(ex.run.rid, None)
+        self.metrics.executing.set(len(self.executions))
+        self.wake()  # a queued run of the same thread may start now
+
+    async def _pump(self) -> None:
+        interval = max(0.05, self.settings.lease_ttl / 3)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+            self._wake.clear()
+            if self.draining:
+                continue
+            try:
+                free = self.settings.max_runs - len(self.executions)
+                if free > 0:
+                    for run in await self.store.claim_queued(self.instance,
+                                                             self.settings.lease_ttl, free):
+                        self._launch(run, crashed=False)
+                free = self.settings.max_runs - len(self.executions)
+                if free > 0:
+                    for run in await self.store.claim_expired(self.instance,
+                                                              self.settings.lease_ttl, free):
+                        log.warning("run %s: lease expired; taking it over", run.id)
+                        self._launch(run, crashed=True)
+            except Exception:
+                log.exception("scheduling failed; retrying")
+                await asyncio.sleep(interval)
+
+    async def _heartbeat(self) -> None:
+        interval = max(0.05, self.settings.lease_ttl / 3)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                held = {s.rid: s for s in await self.store.renew_leases(
+                    self.instance, self.settings.lease_ttl)}
+            except Exception:
+                log.exception("lease renewal failed")
+                continue
+            for rid, ex in list(self.executions.items()):
+                state = held.get(rid)
+                if state is None or state.attempt != ex.run.attempts:
+                    if not ex.done.is_set() and ex.channel.committed_seq >= 0:
+                        # Fencing: without the lease we must not write another byte.
+                        if ex.run.rid not in held:
+                            ex.stop("lease_lost")
+                elif state.cancel_requested:
+                    ex.stop("cancel")
+
+    async def _upkeep(self) -> None:
+        while True:
+            try:
+                now = time.time()
+                s = self.settings
+                await self.store.prune(
+                    now - s.idempotency_retention,
+                    None if s.event_retention is None else now - s.event_retention)
+            except Exception:
+                log.exception("retention pruning failed")
+            await asyncio.sleep(600)
+
+    # -- notifications ----------------------------------------------------
+    def _committed(self, write: RunWrite) -> None:
+        if getattr(self.store, "exclusive", False):
+            return  # one process per store: the writer already published in-process
+        if write.events or write.finish is not None:
+            last = write.events[-1][0] if write.events else write.prev_seq
+            task = asyncio.ensure_future(self.store.notify(
+                "outlast_events", f"{write.rid}:{last}:{1 if write.finish else 0}"))
+            self._hooks.add(task)
+            task.add_done_callback(self._hooks.discard)
+
+    async def _on_notify(self, channel: str, payload: str) -> None:
+        if channel == "outlast_events":
+            rid, last, final = (int(x) for x in payload.split(":"))
+            if rid not in self.executions:
+                self.hub.hint(rid, last, bool(final))
+        elif channel == "outlast_cancel":
+            ex = self.executions.get(int(payload))
+            if ex is not None:
+                ex.stop("cancel")
+        elif channel == "outlast_work":
+            self.wake()
+
+    def schedule_hook(self, snapshot: dict[str, Any]) -> None:
+        """Call the host's snapshot hook off the run's path; its failures are only logged."""
+        hook = self.settings.snapshot_hook
+        if hook is None:
+            return
+
+        async def call() -> None:
+            try:
+                result = hook(snapshot)
+                if result is not None:
+                    await result
+            except Exception:
+                log.exception("snapshot hook failed (the run goes on)")
+
+        task = asyncio.create_task(call())
+        self._hooks.add(task)
+        task.add_done_callback(self._hooks.discard)

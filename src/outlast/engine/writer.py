@@ -1,0 +1,184 @@
+"""The write path of every run: group commit, then publish (G2).
+
+Executions hand events to the writer without waiting; one task commits
+everything pending in a single transaction, then publishes the committed
+events to the hub. Waiting for a commit is explicit (``flush``) and happens
+only where it matters: before a side effect, at a run's end, and when a
+run's backlog passes the high-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from outlast.engine.hub import Hub
+from outlast.store.base import FinishWrite, RunWrite, SnapshotWrite, Store, StoredEvent
+
+log = logging.getLogger("outlast.writer")
+
+HIGH_WATER = 2000
+
+
+def merge_snapshots(old: SnapshotWrite, new: SnapshotWrite) -> SnapshotWrite:
+    """Two boundary snapshots in one commit: the later wins, changes accumulate."""
+    upserts = {i: (i, p, b) for i, p, b in old.upserts}
+    deletes = dict.fromkeys(old.deletes)
+    for i in new.deletes:
+        upserts.pop(i, None)
+        deletes[i] = None
+    for i, p, b in new.upserts:
+        deletes.pop(i, None)
+        upserts[i] = (i, p, b)
+    return SnapshotWrite(
+        as_of_run=new.as_of_run,
+        as_of_seq=new.as_of_seq,
+        upserts=list(upserts.values()),
+        deletes=list(deletes),
+        state_json=new.state_json if new.state_json is not None else old.state_json,
+        session_state_json=(new.session_state_json if new.session_state_json is not None
+                            else old.session_state_json),
+    )
+
+
+@dataclass
+class RunChannel:
+    """One run's pending, uncommitted writes, owned by its execution."""
+
+    rid: int
+    tid: int
+    run_id: str
+    attempt: int
+    instance: str
+    committed_seq: int
+    events: list[tuple[int, bool, str]] = field(default_factory=list)
+    snapshot: SnapshotWrite | None = None
+    finish: FinishWrite | None = None
+    fenced: bool = False
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    on_fenced: Callable[[], None] | None = None
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.events) or self.snapshot is not None or self.finish is not None
+
+
+class Writer:
+    """Commits pending run writes in batches and publishes them once committed."""
+
+    def __init__(self, store: Store, hub: Hub, on_commit: Callable[[RunWrite], None]) -> None:
+        self._store = store
+        self._hub = hub
+        self._on_commit = on_commit
+        self._dirty: dict[int, RunChannel] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.batches = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="outlast-writer")
+
+    async def stop(self) -> None:
+        """Commit what is pending, then end the loop."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+
+    def channel(self, rid: int, tid: int, run_id: str, attempt: int, instance: str,
+                committed_seq: int) -> RunChannel:
+        """A write channel for one attempt of one run."""
+        return RunChannel(rid, tid, run_id, attempt, instance, committed_seq)
+
+    def append(self, ch: RunChannel, seq: int, boundary: bool, body: str) -> None:
+        """Queue one event; it is published only after it commits."""
+        if ch.fenced:
+            return
+        ch.events.append((seq, boundary, body))
+        self._mark(ch)
+
+    def snapshot(self, ch: RunChannel, snap: SnapshotWrite) -> None:
+        """Queue a boundary snapshot, committed with the events it is as of."""
+        if ch.fenced:
+            return
+        ch.snapshot = snap if ch.snapshot is None else merge_snapshots(ch.snapshot, snap)
+        self._mark(ch)
+
+    def finish(self, ch: RunChannel, fin: FinishWrite) -> None:
+        """Queue the end of a run."""
+        if ch.fenced:
+            return
+        ch.finish = fin
+        self._mark(ch)
+
+    def backlog(self, ch: RunChannel) -> int:
+        return len(ch.events)
+
+    async def flush(self, ch: RunChannel) -> None:
+        """Wait until everything queued on ``ch`` so far is committed (or fenced off)."""
+        if not ch.pending or ch.fenced:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ch.waiters.append(fut)
+        self._wake.set()
+        await fut
+
+    def _mark(self, ch: RunChannel) -> None:
+        self._dirty[ch.rid] = ch
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._dirty:
+                if self._closing:
+                    return
+                continue
+            channels = list(self._dirty.values())
+            self._dirty.clear()
+            writes: list[RunWrite] = []
+            waiters: list[list[asyncio.Future[None]]] = []
+            for ch in channels:
+                writes.append(RunWrite(
+                    rid=ch.rid, tid=ch.tid, run_id=ch.run_id, attempt=ch.attempt,
+                    instance=ch.instance, prev_seq=ch.committed_seq, events=ch.events,
+                    snapshot=ch.snapshot, finish=ch.finish,
+                ))
+                waiters.append(ch.waiters)
+                ch.events, ch.snapshot, ch.finish, ch.waiters = [], None, None, []
+            try:
+                fenced = await self._store.write(writes)
+            except Exception as exc:  # the store failed: every waiter learns it
+                log.exception("committing %d run writes failed", len(writes))
+                for ws in waiters:
+                    for w in ws:
+                        if not w.done():
+                            w.set_exception(exc)
+                for ch in channels:
+                    ch.fenced = True
+                    if ch.on_fenced is not None:
+                        ch.on_fenced()
+                continue
+            self.batches += 1
+            for ch, w, ws in zip(channels, writes, waiters, strict=True):
+                if w.rid in fenced:
+                    # G8 fencing: another process owns this run now; write nothing more.
+                    ch.fenced = True
+                    if ch.on_fenced is not None:
+                        ch.on_fenced()
+                else:
+                    if w.events:
+                        ch.committed_seq = w.events[-1][0]
+                    # G2: publish only what is committed.
+                    self._hub.publish(
+                        ch.rid, [StoredEvent(s, b, body) for s, b, body in w.events],
+                        ch.committed_seq, w.finish is not None,
+                    )
+                    self._on_commit(w)
+                for fut in ws:
+                    if not fut.done():
+                        fut.set_result(None)

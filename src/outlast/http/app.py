@@ -1,0 +1,78 @@
+"""The ASGI application: routes, errors, the engine's lifespan, the web client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.staticfiles import StaticFiles
+
+from outlast.engine.runtime import Engine
+from outlast.http import errors, routes_agents, routes_runs, routes_threads
+from outlast.http.auth import Principals
+
+EXPOSED = ["Outlast-Run-Id", "Outlast-Thread-Id", "Outlast-Replayed"]
+
+
+def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
+    """An app serving ``engine``; the engine starts and stops with the app's lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await engine.start()
+        try:
+            yield
+        finally:
+            await engine.stop()
+
+    app = FastAPI(title="outlast", version="0.1.0", lifespan=lifespan,
+                  description="Durable, connection-independent agent runs over AG-UI.")
+    app.state.engine = engine
+    app.state.principals = principals or Principals()
+    errors.install(app)
+    if engine.settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=engine.settings.cors_origins,
+                           allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["*"], expose_headers=EXPOSED)
+    app.include_router(routes_agents.router)
+    app.include_router(routes_threads.router)
+    app.include_router(routes_runs.router)
+
+    @app.get("/healthz", summary="Liveness", tags=["ops"])
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Readiness: the store answers", tags=["ops"],
+             response_model=None)
+    async def readyz() -> JSONResponse:
+        if engine.draining:
+            return errors.error_response("draining", "the server is shutting down")
+        try:
+            await engine.store.ping()
+        except Exception:
+            return errors.error_response("unavailable", "the store does not answer")
+        return JSONResponse({"status": "ready"})
+
+    @app.get("/metrics", summary="Prometheus metrics", tags=["ops"], response_class=Response)
+    async def metrics() -> Response:
+        return Response(generate_latest(engine.metrics.registry),
+                        media_type=CONTENT_TYPE_LATEST)
+
+    static = resources.files("outlast.web").joinpath("static")
+
+    @app.get("/", summary="The bundled web client", tags=["web"], response_class=HTMLResponse)
+    async def index(_: Request) -> HTMLResponse:
+        page = static.joinpath("index.html")
+        if not page.is_file():
+            return HTMLResponse("<!doctype html><title>outlast</title><p>outlast is running.",
+                                status_code=200)
+        return HTMLResponse(page.read_text("utf-8"))
+
+    app.mount("/static", StaticFiles(packages=[("outlast.web", "static")]), name="static")
+    return app

@@ -1,0 +1,64 @@
+"""Bearer tokens mapped to principals; every thread and run belongs to one."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from pathlib import Path
+
+from starlette.requests import HTTPConnection
+
+from outlast.errors import InvalidRequest, Unauthorized
+
+LOCAL_PRINCIPAL = "local"
+
+
+def _hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class Principals:
+    """Token hashes to principals; with no tokens, everyone is the local principal."""
+
+    def __init__(self, tokens: dict[bytes, str] | None = None) -> None:
+        self._tokens = tokens or {}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._tokens)
+
+    @classmethod
+    def from_file(cls, path: Path | None) -> Principals:
+        """Read ``principal:token`` lines (``#`` comments); only hashes are kept."""
+        if path is None:
+            return cls()
+        tokens: dict[bytes, str] = {}
+        for number, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            principal, sep, token = line.partition(":")
+            if not sep or not principal.strip() or not token.strip():
+                raise InvalidRequest(f"{path}:{number}: expected principal:token")
+            tokens[_hash(token.strip())] = principal.strip()
+        if not tokens:
+            raise InvalidRequest(f"{path}: no tokens")
+        return cls(tokens)
+
+    def authenticate(self, conn: HTTPConnection) -> str:
+        """The caller's principal, or Unauthorized."""
+        if not self._tokens:
+            return LOCAL_PRINCIPAL
+        header = conn.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized("a bearer token is required")
+        digest = _hash(token.strip())
+        found = None
+        # Constant time over every known token: timing reveals nothing.
+        for known, principal in self._tokens.items():
+            if hmac.compare_digest(known, digest):
+                found = principal
+        if found is None:
+            raise Unauthorized("the bearer token is not valid")
+        return found

@@ -1,0 +1,64 @@
+"""Run resources: record, event stream, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
+
+from outlast.engine.streams import RunStream, is_legacy
+from outlast.errors import RunNotFound
+from outlast.http.deps import EngineDep, Owner, check_id, parse_seq
+from outlast.http.sse import stream_response
+from outlast.http.views import run_view
+from outlast.store.base import FINAL, RunRecord
+
+router = APIRouter()
+
+
+async def _run(engine: EngineDep, owner: str, run_id: str) -> RunRecord:
+    check_id(run_id, "runId", engine.settings.max_id_length)
+    run = await engine.store.get_run(owner, run_id)
+    if run is None:
+        raise RunNotFound("run not found", runId=run_id)
+    return run
+
+
+@router.get("/runs/{run_id}", summary="A run's record")
+async def get_run(run_id: str, engine: EngineDep, owner: Owner) -> dict[str, Any]:
+    run = await _run(engine, owner, run_id)
+    return run_view(run, await engine.store.interrupts(rid=run.rid))
+
+
+@router.get("/runs/{run_id}/events", summary="Replay and follow a run's events (SSE)",
+            response_model=None,
+            responses={200: {"content": {"text/event-stream": {}}}})
+async def run_events(
+    run_id: str, engine: EngineDep, owner: Owner,
+    after: str | None = Query(default=None, max_length=20),
+    follow: bool = Query(default=True),
+    protocol_version: str | None = Query(default=None, alias="protocolVersion", max_length=20),
+    last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
+) -> EventSourceResponse:
+    run = await _run(engine, owner, run_id)
+    start = parse_seq(last_event_id, "Last-Event-ID") if last_event_id else \
+        parse_seq(after, "after")
+    version = protocol_version or run.input.get("protocolVersion")
+    stream = RunStream(engine, run, legacy=is_legacy(version))
+    return stream_response(stream.frames(start, follow=follow),
+                           headers={"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id},
+                           keepalive_seconds=engine.settings.keepalive)
+
+
+@router.post("/runs/{run_id}/cancel", summary="Stop a run (idempotent)", response_model=None,
+             responses={200: {"description": "final"}, 202: {"description": "cancelling"}})
+async def cancel_run(
+    run_id: str, engine: EngineDep, owner: Owner,
+    wait: bool = Query(default=False),
+) -> JSONResponse:
+    check_id(run_id, "runId", engine.settings.max_id_length)
+    run = await engine.cancel(owner, run_id, wait=wait)
+    body = run_view(run, await engine.store.interrupts(rid=run.rid))
+    return JSONResponse(body, status_code=200 if run.status in FINAL else 202)

@@ -1,0 +1,54 @@
+"""SSE responses: sse-starlette runs the stream, keepalives and the disconnect
+listener in one task group; a send timeout notices clients that vanished silently."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+log = logging.getLogger("outlast.http")
+
+
+def keepalive() -> ServerSentEvent:
+    return ServerSentEvent(comment="keepalive")
+
+
+def stream_response(
+    frames: AsyncIterator[str],
+    *,
+    headers: dict[str, str],
+    keepalive_seconds: float,
+    on_disconnect: Callable[[], Awaitable[None]] | None = None,
+) -> EventSourceResponse:
+    """An SSE response over pre-encoded frames.
+
+    ``on_disconnect`` runs when the client goes away before the stream ended
+    by itself (G1: only requests that asked for ``on_disconnect=cancel`` pass one).
+    """
+
+    async def body() -> AsyncIterator[bytes]:
+        completed = False
+        try:
+            async for chunk in frames:
+                yield chunk.encode()
+            completed = True
+        finally:
+            if not completed and on_disconnect is not None:
+                # The stream's scope is being cancelled: shield the handler so it runs.
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await on_disconnect()
+                    except Exception:
+                        log.exception("on-disconnect handler failed")
+
+    return EventSourceResponse(
+        body(),
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
+        ping=keepalive_seconds,
+        ping_message_factory=keepalive,
+        send_timeout=keepalive_seconds,
+    )

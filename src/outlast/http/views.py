@@ -1,0 +1,54 @@
+"""JSON views of stored records (camelCase on the wire, as AG-UI does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from outlast.store.base import InterruptRecord, RunRecord, Snapshot, ThreadRecord
+
+
+def interrupt_view(i: InterruptRecord) -> dict[str, Any]:
+    """An interrupt with its durable status (G7)."""
+    return {
+        **i.body, "status": i.status, "runId": i.run_id, "answeredBy": i.answered_by,
+        "answeredAt": i.answered_at,
+        "resolution": i.resolution,
+    }
+
+
+def active_view(run: RunRecord | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {"runId": run.id, "status": run.status, "lastSeq": run.last_seq}
+
+
+def run_view(run: RunRecord, interrupts: list[InterruptRecord]) -> dict[str, Any]:
+    """``GET /runs/{id}``."""
+    return {
+        "runId": run.id, "threadId": run.thread_id, "agent": run.agent, "status": run.status,
+        "createdAt": run.created_at, "startedAt": run.started_at,
+        "finishedAt": run.finished_at, "attempts": run.attempts, "lastSeq": run.last_seq,
+        "outcome": run.outcome, "error": run.error,
+        "cancelRequested": run.cancel_requested,
+        "interrupts": [interrupt_view(i) for i in interrupts if i.status == "pending"],
+    }
+
+
+def thread_summary(t: ThreadRecord) -> dict[str, Any]:
+    """One item of ``GET /threads``."""
+    return {"threadId": t.id, "title": t.title, "status": t.status,
+            "createdAt": t.created_at, "updatedAt": t.updated_at}
+
+
+def thread_view(t: ThreadRecord, snap: Snapshot, interrupts: list[InterruptRecord],
+                active: RunRecord | None) -> dict[str, Any]:
+    """``GET /threads/{id}``: the snapshot, never its session_state."""
+    return {
+        **thread_summary(t),
+        "messages": snap.messages,
+        "state": snap.state,
+        "interrupts": [interrupt_view(i) for i in interrupts],
+        "asOf": None if snap.as_of_run is None else {"runId": snap.as_of_run,
+                                                      "seq": snap.as_of_seq},
+        "activeRun": active_view(active),
+    }

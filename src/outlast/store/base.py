@@ -1,0 +1,371 @@
+"""The store interface: everything the engine persists goes through it.
+
+Backends (``sqlite.py``, ``postgres.py``) implement it over the named queries
+of ``sql/``; the conformance suite in ``tests/integration/test_store_conformance.py``
+runs unchanged against each of them.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RunStatus = Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"]
+ACTIVE = ("queued", "running")
+FINAL = ("interrupted", "succeeded", "failed", "cancelled")
+Strategy = Literal["reject", "enqueue", "interrupt"]
+
+
+def _loads(text: str | None, default: Any = None) -> Any:
+    return default if text is None else json.loads(text)
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """A conversation: its status and the coordinate its snapshot is as of."""
+
+    tid: int
+    owner: str
+    id: str
+    title: str | None
+    status: str
+    created_at: float
+    updated_at: float
+    as_of_run: str | None
+    as_of_seq: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ThreadRecord:
+        return cls(
+            tid=row["tid"], owner=row["owner"], id=row["id"], title=row["title"],
+            status=row["status"], created_at=row["created_at"], updated_at=row["updated_at"],
+            as_of_run=row["as_of_run"], as_of_seq=row["as_of_seq"],
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One admitted request executing one agent turn on a thread."""
+
+    rid: int
+    owner: str
+    id: str
+    tid: int
+    thread_id: str
+    agent: str
+    status: str
+    idempotency_key: str
+    fingerprint: str
+    input: dict[str, Any]
+    options: dict[str, Any]
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    attempts: int
+    last_seq: int
+    outcome: dict[str, Any] | None
+    error: dict[str, Any] | None
+    lease_owner: str | None
+    lease_expires_at: float | None
+    cancel_requested: bool
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
+        return cls(
+            rid=row["rid"], owner=row["owner"], id=row["id"], tid=row["tid"],
+            thread_id=row["thread_id"], agent=row["agent"], status=row["status"],
+            idempotency_key=row["idempotency_key"], fingerprint=row["fingerprint"],
+            input=_loads(row["input"], {}), options=_loads(row["options"], {}),
+            created_at=row["created_at"], started_at=row["started_at"],
+            finished_at=row["finished_at"], attempts=row["attempts"], last_seq=row["last_seq"],
+            outcome=_loads(row["outcome"]), error=_loads(row["error"]),
+            lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
+            cancel_requested=bool(row["cancel_requested"]),
+        )
+
+
+@dataclass(frozen=True)
+class InterruptRecord:
+    """A durable request for human input (G7)."""
+
+    tid: int
+    id: str
+    rid: int
+    run_id: str
+    body: dict[str, Any]
+    expires_ts: float | None
+    status: str
+    answered_by: str | None
+    answered_at: float | None
+    resolution: dict[str, Any] | None
+    continuation_rid: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> InterruptRecord:
+        return cls(
+            tid=row["tid"], id=row["id"], rid=row["rid"], run_id=row["run_id"],
+            body=_loads(row["body"], {}), expires_ts=row["expires_ts"], status=row["status"],
+            answered_by=row["answered_by"], answered_at=row["answered_at"],
+            resolution=_loads(row["resolution"]), continuation_rid=row["continuation_rid"],
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The thread folded to a safe boundary, as of ``(as_of_run, as_of_seq)``."""
+
+    messages: list[dict[str, Any]]
+    positions: dict[str, float]
+    state: Any
+    session_state: dict[str, Any]
+    as_of_run: str | None
+    as_of_seq: int | None
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One committed event: its ``seq``, whether the run was at a boundary after it, its JSON."""
+
+    seq: int
+    boundary: bool
+    body: str
+
+
+@dataclass(frozen=True)
+class ResumeAnswer:
+    """One answer to a pending interrupt, as admitted."""
+
+    interrupt_id: str
+    status: Literal["resolved", "cancelled"]
+    payload: Any = None
+
+
+@dataclass
+class AdmitRequest:
+    """Everything admission needs, decided in one store transaction (G3)."""
+
+    owner: str
+    thread_id: str
+    run_id: str
+    agent: str
+    key: str
+    fingerprint: str
+    input_json: str
+    options_json: str
+    strategy: Strategy
+    resume: list[ResumeAnswer]
+    has_new_input: bool
+    title: str | None
+    now: float
+
+
+@dataclass(frozen=True)
+class AdmitResult:
+    """The run a request is attached to, and whether admission created it."""
+
+    run: RunRecord
+    created: bool
+    superseded: list[RunRecord] = field(default_factory=list)
+
+
+@dataclass
+class SnapshotWrite:
+    """The part of a snapshot that changed at a boundary (never the whole transcript)."""
+
+    as_of_run: str
+    as_of_seq: int
+    upserts: list[tuple[str, float, str]] = field(default_factory=list)  # id, position, json
+    deletes: list[str] = field(default_factory=list)
+    state_json: str | None = None
+    session_state_json: str | None = None
+
+
+@dataclass
+class FinishWrite:
+    """How a run ends: final status, outcome, error, interrupts it raised."""
+
+    status: str
+    outcome: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    interrupts: list[tuple[str, str, float | None]] = field(default_factory=list)  # id, json, exp
+
+
+@dataclass
+class RunWrite:
+    """One fenced unit of writing to one run: events, maybe a snapshot, maybe the end."""
+
+    rid: int
+    tid: int
+    run_id: str
+    attempt: int
+    instance: str
+    prev_seq: int
+    events: list[tuple[int, bool, str]] = field(default_factory=list)  # seq, boundary, json
+    snapshot: SnapshotWrite | None = None
+    finish: FinishWrite | None = None
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """A lease this instance still holds, with the run's cancel flag."""
+
+    rid: int
+    attempt: int
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class EffectRecord:
+    """The journal entry of one side effect (G9)."""
+
+    key: str
+    attempt: int
+    status: str
+    result: Any
+
+
+Listener = Callable[[str, str], Awaitable[None] | None]
+
+
+class Store(ABC):
+    """Persistence for threads, runs, events, snapshots, interrupts and effects."""
+
+    dialect: str
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect and apply pending migrations."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release connections."""
+
+    @abstractmethod
+    async def ping(self) -> None:
+        """Raise if the store is unreachable."""
+
+    # -- admission -------------------------------------------------------
+    @abstractmethod
+    async def admit(self, req: AdmitRequest) -> AdmitResult:
+        """Admit a run or attach to the one of the same key, atomically."""
+
+    # -- reads -----------------------------------------------------------
+    @abstractmethod
+    async def get_thread(self, owner: str, thread_id: str) -> ThreadRecord | None:
+        """A thread of this owner, or None."""
+
+    @abstractmethod
+    async def list_threads(
+        self, owner: str, status: str | None, limit: int, before: tuple[float, int] | None
+    ) -> list[ThreadRecord]:
+        """The owner's threads, newest first."""
+
+    @abstractmethod
+    async def get_snapshot(self, tid: int) -> Snapshot:
+        """A thread's latest snapshot."""
+
+    @abstractmethod
+    async def delete_thread(self, owner: str, thread_id: str) -> None:
+        """Delete a thread and everything in it; ThreadBusy while a run is active."""
+
+    @abstractmethod
+    async def get_run(self, owner: str, run_id: str) -> RunRecord | None:
+        """A run of this owner, or None."""
+
+    @abstractmethod
+    async def get_run_by_rid(self, rid: int) -> RunRecord | None:
+        """A run by internal key."""
+
+    @abstractmethod
+    async def list_runs(self, tid: int, limit: int, before_rid: int | None) -> list[RunRecord]:
+        """A thread's runs, newest first."""
+
+    @abstractmethod
+    async def active_runs(self, tid: int) -> list[RunRecord]:
+        """A thread's queued and running runs, oldest first."""
+
+    @abstractmethod
+    async def read_events(self, rid: int, after: int, limit: int) -> list[StoredEvent]:
+        """A page of a run's log, after ``after``."""
+
+    @abstractmethod
+    async def last_boundary(self, rid: int, upto: int) -> int:
+        """The latest boundary seq at or before ``upto`` (0 if none)."""
+
+    @abstractmethod
+    async def interrupts(
+        self, *, tid: int | None = None, rid: int | None = None, pending: bool = False
+    ) -> list[InterruptRecord]:
+        """Interrupts of a thread (``pending`` only, optionally) or raised by a run."""
+
+    @abstractmethod
+    async def resolved_by(self, rid: int) -> list[InterruptRecord]:
+        """The interrupts a continuation run answered."""
+
+    # -- leases ----------------------------------------------------------
+    @abstractmethod
+    async def claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
+        """Lease startable queued runs to ``instance`` (one atomic statement)."""
+
+    @abstractmethod
+    async def claim_expired(
+        self, instance: str, ttl: float, limit: int, all_foreign: bool = False
+    ) -> list[RunRecord]:
+        """Take over running runs whose lease expired."""
+
+    @abstractmethod
+    async def renew_leases(self, instance: str, ttl: float) -> list[LeaseState]:
+        """Extend this instance's leases; what comes back is what it still holds."""
+
+    @abstractmethod
+    async def release_lease(self, rid: int, instance: str, attempt: int) -> None:
+        """Give up a lease so another process can resume the run at once."""
+
+    # -- writing runs ----------------------------------------------------
+    @abstractmethod
+    async def write(self, batch: list[RunWrite]) -> set[int]:
+        """Commit a batch of run writes in one transaction; return the rids fenced off."""
+
+    @abstractmethod
+    async def request_cancel(self, rid: int) -> RunRecord | None:
+        """Flag an active run for cancellation; the record after the change."""
+
+    @abstractmethod
+    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any]) -> bool:
+        """End a run that never started as cancelled, with its events; False if it started."""
+
+    # -- effects ---------------------------------------------------------
+    @abstractmethod
+    async def effect_get(self, rid: int, key: str) -> EffectRecord | None:
+        """An effect's journal entry."""
+
+    @abstractmethod
+    async def effect_start(self, rid: int, key: str, instance: str, attempt: int) -> None:
+        """Journal an effect as started (fenced: LeaseLost if not the holder)."""
+
+    @abstractmethod
+    async def effect_complete(
+        self, rid: int, key: str, instance: str, attempt: int, result_json: str
+    ) -> None:
+        """Journal an effect's result (fenced)."""
+
+    # -- upkeep ----------------------------------------------------------
+    @abstractmethod
+    async def prune(self, idempotency_before: float, events_before: float | None) -> None:
+        """Drop idempotency records and (optionally) events past their retention."""
+
+    # -- notifications (hints; the log stays the source of truth) ---------
+    @abstractmethod
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(channel, payload)`` for every notification, any process."""
+
+    @abstractmethod
+    async def notify(self, channel: str, payload: str) -> None:
+        """Send a hint to every listener of every process sharing this store."""

@@ -1,0 +1,189 @@
+"""The embedded store: one SQLite file in WAL mode, owned by one process.
+
+An exclusive lock on the data directory proves that no other process uses the
+file, so runs leased by a predecessor can be taken over at once (G8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from outlast.errors import OutlastError
+from outlast.store.sql import load_queries, migrations
+from outlast.store.sqlstore import Row, SqlStore, UniqueViolation
+
+
+class DataDirLocked(OutlastError):
+    """Another process already serves this data directory."""
+
+    code = "data_dir_locked"
+
+
+async def _settle(db: aiosqlite.Connection) -> None:
+    """End any open transaction, even while the caller is being cancelled: a
+    connection must go back to its pool clean (a cancelled SSE reader, say)."""
+    with anyio.CancelScope(shield=True):
+        if db.in_transaction:
+            await db.execute("ROLLBACK")
+
+
+class _Conn:
+    """Named-query adapter over one aiosqlite connection."""
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+        self._q = load_queries("sqlite")
+
+    def _params(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: params.get(k) for k in self._q[name].params}
+
+    async def one(self, name: str, **params: Any) -> Row | None:
+        async with self._db.execute(self._q[name].sql, self._params(name, params)) as cur:
+            row = await cur.fetchone()
+        return None if row is None else dict(row)
+
+    async def all(self, name: str, **params: Any) -> list[Row]:
+        async with self._db.execute(self._q[name].sql, self._params(name, params)) as cur:
+            rows = await cur.fetchall()
+        return [dict(r) for r in rows]
+
+    async def run(self, name: str, **params: Any) -> int:
+        async with self._db.execute(self._q[name].sql, self._params(name, params)) as cur:
+            return cur.rowcount
+
+    async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        await self._db.executemany(self._q[name].sql, [self._params(name, r) for r in rows])
+
+
+class SQLiteStore(SqlStore):
+    """Store over a SQLite file; one writer connection, a few readers."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL", readers: int = 3) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._n_readers = readers
+        self._writer: aiosqlite.Connection | None = None
+        self._write_lock = asyncio.Lock()
+        self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+        self._all_readers: list[aiosqlite.Connection] = []
+        self._lock_fd: int | None = None
+
+    @property
+    def exclusive(self) -> bool:
+        """True: holding the data-directory lock proves every other lease holder dead."""
+        return True
+
+    async def _connect(self) -> aiosqlite.Connection:
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute(f"PRAGMA synchronous={self.synchronous}")
+        await db.execute("PRAGMA foreign_keys=ON")
+        await db.execute("PRAGMA busy_timeout=5000")
+        return db
+
+    def _take_dir_lock(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirLocked(
+                f"another outlast process is using {self.path.parent}; "
+                "stop it or choose another --data-dir (use PostgreSQL for several processes)"
+            ) from None
+        self._lock_fd = fd
+
+    async def open(self) -> None:
+        self._take_dir_lock()
+        self._writer = await self._connect()
+        await self._migrate(self._writer)
+        for _ in range(self._n_readers):
+            reader = await self._connect()
+            self._all_readers.append(reader)
+            self._readers.put_nowait(reader)
+
+    async def _migrate(self, db: aiosqlite.Connection) -> None:
+        await db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+            "applied_at REAL NOT NULL DEFAULT (julianday('now')))"
+        )
+        async with db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cur:
+            row = await cur.fetchone()
+        current = int(row[0]) if row else 0
+        for version, script in migrations("sqlite"):
+            if version <= current:
+                continue
+            await db.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\n"
+                f"INSERT INTO schema_migrations (version) VALUES ({version});\nCOMMIT;"
+            )
+
+    async def close(self) -> None:
+        for db in self._all_readers:
+            await db.close()
+        self._all_readers.clear()
+        if self._writer is not None:
+            await self._writer.close()
+            self._writer = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    async def ping(self) -> None:
+        async with self._read() as c:
+            await c.one("schema_version_get")
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[_Conn]:
+        assert self._writer is not None, "store is not open"
+        async with self._write_lock:
+            db = self._writer
+            await _settle(db)
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                yield _Conn(db)
+            except sqlite3.IntegrityError as exc:
+                await _settle(db)
+                raise UniqueViolation(str(exc)) from exc
+            except BaseException:
+                await _settle(db)
+                raise
+            else:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await db.execute("COMMIT")
+                    except sqlite3.IntegrityError as exc:
+                        await db.execute("ROLLBACK")
+                        raise UniqueViolation(str(exc)) from exc
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[_Conn]:
+        db = await self._readers.get()
+        try:
+            await _settle(db)
+            await db.execute("BEGIN")
+            try:
+                yield _Conn(db)
+            finally:
+                await _settle(db)
+        finally:
+            self._readers.put_nowait(db)
+
+    async def notify(self, channel: str, payload: str) -> None:
+        # One process per file (the directory lock): in-process delivery is all.
+        await self._dispatch(channel, payload)

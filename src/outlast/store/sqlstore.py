@@ -1,0 +1,405 @@
+"""Store logic shared by the SQL backends, written once over named queries.
+
+A backend supplies connections (``_write()``, ``_read()``) whose methods take
+a query name and keyword parameters; the same names exist in every dialect.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from outlast.errors import (
+    IdempotencyConflict,
+    InterruptExpired,
+    InterruptNotPending,
+    LeaseLost,
+    ResumeIncomplete,
+    RunAlreadyActive,
+    RunIdConflict,
+    ThreadBusy,
+    ThreadNotFound,
+)
+from outlast.store.base import (
+    AdmitRequest,
+    AdmitResult,
+    EffectRecord,
+    InterruptRecord,
+    LeaseState,
+    Listener,
+    RunRecord,
+    RunWrite,
+    Snapshot,
+    Store,
+    StoredEvent,
+    ThreadRecord,
+)
+
+Row = Mapping[str, Any]
+
+
+class Conn(Protocol):
+    """A connection inside one transaction, speaking named queries."""
+
+    async def one(self, name: str, **params: Any) -> Row | None: ...
+    async def all(self, name: str, **params: Any) -> list[Row]: ...
+    async def run(self, name: str, **params: Any) -> int: ...
+    async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+
+
+class UniqueViolation(Exception):
+    """A backend's unique-constraint error, translated at the adapter boundary."""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class SqlStore(Store):
+    """The Store interface implemented over a backend's named-query connections."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+
+    @abstractmethod
+    def _write(self) -> AbstractAsyncContextManager[Conn]:
+        """A write transaction (serialized per thread row at least)."""
+
+    @abstractmethod
+    def _read(self) -> AbstractAsyncContextManager[Conn]:
+        """A read-only connection."""
+
+    # -- admission -------------------------------------------------------
+    async def admit(self, req: AdmitRequest) -> AdmitResult:
+        # G3: one transaction decides; a concurrent duplicate that loses the
+        # race on the idempotency key's primary key retries and attaches.
+        for attempt in range(3):
+            try:
+                async with self._write() as c:
+                    return await self._admit(c, req)
+            except UniqueViolation:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _admit(self, c: Conn, req: AdmitRequest) -> AdmitResult:
+        idem = await c.one("idempotency_get", owner=req.owner, key=req.key)
+        if idem is not None:
+            row = await c.one("run_get_rid", rid=idem["rid"])
+            assert row is not None
+            if idem["fingerprint"] != req.fingerprint:
+                raise IdempotencyConflict(
+                    "this idempotency key was used with a different request body",
+                    key=req.key,
+                )
+            return AdmitResult(RunRecord.from_row(row), created=False)
+        if await c.one("run_get", owner=req.owner, id=req.run_id) is not None:
+            raise RunIdConflict(
+                "this runId is already used by another request; choose a new runId",
+                runId=req.run_id,
+            )
+        await c.run("thread_insert", owner=req.owner, id=req.thread_id, title=req.title,
+                    now=req.now)
+        thread = await c.one("thread_lock", owner=req.owner, id=req.thread_id)
+        assert thread is not None
+        tid = thread["tid"]
+        pending = [InterruptRecord.from_row(r)
+                   for r in await c.all("interrupts_pending_for_thread", tid=tid)]
+        answers = {a.interrupt_id: a for a in req.resume}
+        if req.resume:
+            missing = [p.id for p in pending if p.id not in answers]
+            if missing:
+                raise ResumeIncomplete(
+                    "the resume must answer every pending interrupt of the thread",
+                    missing=missing,
+                )
+            for answer in req.resume:
+                row = await c.one("interrupt_get", tid=tid, id=answer.interrupt_id)
+                if row is None or row["status"] != "pending":
+                    raise InterruptNotPending(
+                        f"interrupt {answer.interrupt_id!r} is not pending",
+                        interruptId=answer.interrupt_id,
+                        status=None if row is None else row["status"],
+                    )
+                exp = row["expires_ts"]
+                if exp is not None and exp <= req.now and answer.status == "resolved":
+                    raise InterruptExpired(
+                        f"interrupt {answer.interrupt_id!r} expired; it can only be cancelled",
+                        interruptId=answer.interrupt_id,
+                    )
+        elif pending and req.has_new_input:
+            raise ResumeIncomplete(
+                "the thread is waiting for answers to its pending interrupts; "
+                "send them in resume[] (or POST /threads/{id}/resume)",
+                missing=[p.id for p in pending],
+            )
+        active = [RunRecord.from_row(r) for r in await c.all("runs_active_for_thread", tid=tid)]
+        superseded: list[RunRecord] = []
+        if active:
+            if req.strategy == "reject":
+                raise RunAlreadyActive(
+                    "the thread already has an active run", activeRunId=active[0].id
+                )
+            if req.strategy == "interrupt":
+                for run in active:
+                    await c.run("run_request_cancel", rid=run.rid)
+                    superseded.append(run)
+        row = await c.one(
+            "run_insert", owner=req.owner, id=req.run_id, tid=tid, thread_id=req.thread_id,
+            agent=req.agent, status="queued", idempotency_key=req.key,
+            fingerprint=req.fingerprint, input=req.input_json, options=req.options_json,
+            now=req.now,
+        )
+        assert row is not None
+        run = RunRecord.from_row(row)
+        await c.run("idempotency_insert", owner=req.owner, key=req.key, rid=run.rid,
+                    fingerprint=req.fingerprint, now=req.now)
+        for answer in req.resume:
+            changed = await c.run(
+                "interrupt_answer", tid=tid, id=answer.interrupt_id, status=answer.status,
+                answered_by=req.owner, now=req.now, continuation_rid=run.rid,
+                resolution=_dumps({"status": answer.status, "payload": answer.payload}),
+            )
+            if changed != 1:
+                raise InterruptNotPending(
+                    f"interrupt {answer.interrupt_id!r} is not pending",
+                    interruptId=answer.interrupt_id,
+                )
+        await c.run("thread_refresh_status", tid=tid, now=req.now)
+        return AdmitResult(run, created=True, superseded=superseded)
+
+    # -- reads -----------------------------------------------------------
+    async def get_thread(self, owner: str, thread_id: str) -> ThreadRecord | None:
+        async with self._read() as c:
+            row = await c.one("thread_get", owner=owner, id=thread_id)
+        return None if row is None else ThreadRecord.from_row(row)
+
+    async def list_threads(
+        self, owner: str, status: str | None, limit: int, before: tuple[float, int] | None
+    ) -> list[ThreadRecord]:
+        async with self._read() as c:
+            rows = await c.all(
+                "thread_list", owner=owner, status=status, limit=limit,
+                before_updated=None if before is None else before[0],
+                before_tid=None if before is None else before[1],
+            )
+        return [ThreadRecord.from_row(r) for r in rows]
+
+    async def get_snapshot(self, tid: int) -> Snapshot:
+        async with self._read() as c:
+            # One read transaction: messages and coordinate agree (G5).
+            thread = await c.one("thread_get_tid", tid=tid)
+            rows = await c.all("messages_list", tid=tid)
+        if thread is None:
+            raise ThreadNotFound("thread not found")
+        return Snapshot(
+            messages=[json.loads(r["body"]) for r in rows],
+            positions={r["id"]: r["position"] for r in rows},
+            state=json.loads(thread["state"]),
+            session_state=json.loads(thread["session_state"]),
+            as_of_run=thread["as_of_run"],
+            as_of_seq=thread["as_of_seq"],
+        )
+
+    async def delete_thread(self, owner: str, thread_id: str) -> None:
+        async with self._write() as c:
+            thread = await c.one("thread_lock", owner=owner, id=thread_id)
+            if thread is None:
+                raise ThreadNotFound("thread not found", threadId=thread_id)
+            if await c.all("runs_active_for_thread", tid=thread["tid"]):
+                raise ThreadBusy("the thread has an active run; cancel it first",
+                                 threadId=thread_id)
+            await c.run("thread_delete", tid=thread["tid"])
+
+    async def get_run(self, owner: str, run_id: str) -> RunRecord | None:
+        async with self._read() as c:
+            row = await c.one("run_get", owner=owner, id=run_id)
+        return None if row is None else RunRecord.from_row(row)
+
+    async def get_run_by_rid(self, rid: int) -> RunRecord | None:
+        async with self._read() as c:
+            row = await c.one("run_get_rid", rid=rid)
+        return None if row is None else RunRecord.from_row(row)
+
+    async def list_runs(self, tid: int, limit: int, before_rid: int | None) -> list[RunRecord]:
+        async with self._read() as c:
+            rows = await c.all("runs_list_thread", tid=tid, limit=limit, before_rid=before_rid)
+        return [RunRecord.from_row(r) for r in rows]
+
+    async def active_runs(self, tid: int) -> list[RunRecord]:
+        async with self._read() as c:
+            rows = await c.all("runs_active_for_thread", tid=tid)
+        return [RunRecord.from_row(r) for r in rows]
+
+    async def read_events(self, rid: int, after: int, limit: int) -> list[StoredEvent]:
+        async with self._read() as c:
+            rows = await c.all("events_after", rid=rid, after=after, limit=limit)
+        return [StoredEvent(r["seq"], bool(r["boundary"]), r["body"]) for r in rows]
+
+    async def last_boundary(self, rid: int, upto: int) -> int:
+        async with self._read() as c:
+            row = await c.one("event_last_boundary", rid=rid, upto=upto)
+        return 0 if row is None else int(row["seq"])
+
+    async def interrupts(
+        self, *, tid: int | None = None, rid: int | None = None, pending: bool = False
+    ) -> list[InterruptRecord]:
+        async with self._read() as c:
+            if rid is not None:
+                rows = await c.all("interrupts_for_run", rid=rid)
+            else:
+                rows = await c.all("interrupts_pending_for_thread", tid=tid)
+        records = [InterruptRecord.from_row(r) for r in rows]
+        return [r for r in records if r.status == "pending"] if pending else records
+
+    async def resolved_by(self, rid: int) -> list[InterruptRecord]:
+        async with self._read() as c:
+            rows = await c.all("interrupts_resolved_by_run", rid=rid)
+        return [InterruptRecord.from_row(r) for r in rows]
+
+    # -- leases ----------------------------------------------------------
+    async def claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
+        now = time.time()
+        async with self._write() as c:
+            rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl,
+                               now=now, limit=limit)
+            for tid in {r["tid"] for r in rows}:
+                await c.run("thread_refresh_status", tid=tid, now=now)
+        return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
+
+    async def claim_expired(
+        self, instance: str, ttl: float, limit: int, all_foreign: bool = False
+    ) -> list[RunRecord]:
+        now = time.time()
+        async with self._write() as c:
+            rows = await c.all("run_claim_expired", instance=instance, expires=now + ttl,
+                               now=now, limit=limit, all_foreign=1 if all_foreign else 0)
+        return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
+
+    async def renew_leases(self, instance: str, ttl: float) -> list[LeaseState]:
+        async with self._write() as c:
+            rows = await c.all("run_renew_leases", instance=instance,
+                               expires=time.time() + ttl)
+        return [LeaseState(r["rid"], r["attempts"], bool(r["cancel_requested"])) for r in rows]
+
+    async def release_lease(self, rid: int, instance: str, attempt: int) -> None:
+        async with self._write() as c:
+            await c.run("run_release_lease", rid=rid, instance=instance, attempt=attempt)
+
+    # -- writing runs ----------------------------------------------------
+    async def write(self, batch: list[RunWrite]) -> set[int]:
+        fenced: set[int] = set()
+        now = time.time()
+        async with self._write() as c:
+            for w in batch:
+                last = w.events[-1][0] if w.events else w.prev_seq
+                # G2/G8 fencing: the UPDATE matches only for the lease holder of
+                # this attempt whose view of last_seq is current.
+                ok = await c.run("run_fence_append", rid=w.rid, instance=w.instance,
+                                 attempt=w.attempt, prev_seq=w.prev_seq, last_seq=last)
+                if ok != 1:
+                    fenced.add(w.rid)
+                    continue
+                if w.events:
+                    await c.many("event_insert", [
+                        {"rid": w.rid, "seq": s, "boundary": 1 if b else 0, "body": body}
+                        for s, b, body in w.events
+                    ])
+                if w.snapshot is not None:
+                    s = w.snapshot
+                    if s.deletes:
+                        await c.many("message_delete",
+                                     [{"tid": w.tid, "id": i} for i in s.deletes])
+                    if s.upserts:
+                        await c.many("message_upsert", [
+                            {"tid": w.tid, "id": i, "position": p, "body": body}
+                            for i, p, body in s.upserts
+                        ])
+                    await c.run("thread_snapshot_update", tid=w.tid, state=s.state_json,
+                                session_state=s.session_state_json, as_of_run=s.as_of_run,
+                                as_of_seq=s.as_of_seq, now=now)
+                if w.finish is not None:
+                    f = w.finish
+                    if f.interrupts:
+                        await c.many("interrupt_insert", [
+                            {"tid": w.tid, "id": i, "rid": w.rid, "run_id": w.run_id,
+                             "body": body, "expires_ts": exp}
+                            for i, body, exp in f.interrupts
+                        ])
+                    await c.run("run_finish", rid=w.rid, status=f.status,
+                                outcome=None if f.outcome is None else _dumps(f.outcome),
+                                error=None if f.error is None else _dumps(f.error), now=now)
+                    await c.run("thread_refresh_status", tid=w.tid, now=now)
+        return fenced
+
+    async def request_cancel(self, rid: int) -> RunRecord | None:
+        async with self._write() as c:
+            await c.run("run_request_cancel", rid=rid)
+            row = await c.one("run_get_rid", rid=rid)
+        return None if row is None else RunRecord.from_row(row)
+
+    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any]) -> bool:
+        now = time.time()
+        async with self._write() as c:
+            row = await c.one("run_cancel_queued", rid=rid, now=now, outcome=_dumps(outcome),
+                              last_seq=len(events))
+            if row is None:
+                return False
+            await c.many("event_insert", [
+                {"rid": rid, "seq": i + 1, "boundary": 1, "body": body}
+                for i, body in enumerate(events)
+            ])
+            await c.run("thread_refresh_status", tid=row["tid"], now=now)
+        return True
+
+    # -- effects ---------------------------------------------------------
+    async def effect_get(self, rid: int, key: str) -> EffectRecord | None:
+        async with self._read() as c:
+            row = await c.one("effect_get", rid=rid, key=key)
+        if row is None:
+            return None
+        result = None if row["result"] is None else json.loads(row["result"])
+        return EffectRecord(row["key"], row["attempt"], row["status"], result)
+
+    async def _fence(self, c: Conn, rid: int, instance: str, attempt: int) -> None:
+        if await c.one("run_holds_lease", rid=rid, instance=instance, attempt=attempt) is None:
+            raise LeaseLost("this process no longer holds the run's lease", rid=rid)
+
+    async def effect_start(self, rid: int, key: str, instance: str, attempt: int) -> None:
+        async with self._write() as c:
+            await self._fence(c, rid, instance, attempt)
+            await c.run("effect_start", rid=rid, key=key, attempt=attempt, now=time.time())
+
+    async def effect_complete(
+        self, rid: int, key: str, instance: str, attempt: int, result_json: str
+    ) -> None:
+        async with self._write() as c:
+            await self._fence(c, rid, instance, attempt)
+            await c.run("effect_complete", rid=rid, key=key, result=result_json,
+                        now=time.time())
+
+    # -- upkeep ----------------------------------------------------------
+    async def prune(self, idempotency_before: float, events_before: float | None) -> None:
+        async with self._write() as c:
+            await c.run("idempotency_prune", cutoff=idempotency_before)
+            if events_before is not None:
+                await c.run("events_prune", cutoff=events_before)
+
+    # -- notifications ---------------------------------------------------
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    async def _dispatch(self, channel: str, payload: str) -> None:
+        for listener in list(self._listeners):
+            result = listener(channel, payload)
+            if result is not None:
+                await result
+
+
+def rows_of(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Plain dicts from driver rows."""
+    return [dict(r) for r in items]

@@ -1,0 +1,40 @@
+"""Fixtures shared by every test layer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.server import ServerProcess
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[object]:
+    """Start ``outlast serve`` processes (each with its own data dir unless given one)."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, data_dir: Path | None = None, env: dict[str, str] | None = None,
+              ) -> ServerProcess:
+        d = data_dir or tmp_path / f"server{len(started)}"
+        proc = ServerProcess(d, list(args), env or {})
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def server(server_factory: object) -> ServerProcess:
+    """One server on the embedded store with a fast keepalive."""
+    return server_factory("--keepalive", "2")  # type: ignore[operator, no-any-return]
+
+
+@pytest.fixture
+async def client(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with server.client() as c:
+        yield c

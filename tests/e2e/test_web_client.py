@@ -1,0 +1,324 @@
+"""The bundled web client, driven in headless Chromium against a real ``outlast serve``.
+
+Each test uses the demo agent with short knobs so the file runs in well under a
+minute. Waits are generous; nothing asserts on timing.
+
+Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright``
+Python package; no Playwright browser download is used. Without Chromium the
+tests skip, or fail under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("OUTLAST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SRC = Path(__file__).resolve().parents[2] / "src"
+WAIT_MS = 30_000
+
+# Short, but long enough to act on a run while it is still going.
+QUICK = {"steps": 3, "step_delay_ms": 300, "tokens_per_message": 12, "token_delay_ms": 20}
+SLOW = {"steps": 5, "step_delay_ms": 500, "tokens_per_message": 24, "token_delay_ms": 40}
+
+
+def _browser_missing() -> str | None:
+    if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+        return f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install -e '.[test]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(missing)
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``outlast serve`` on a free loopback port with a fresh data dir."""
+    port = _free_port()
+    data_dir = tmp_path_factory.mktemp("outlast-data")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+    cmd = [sys.executable, "-m", "outlast.cli.main", "serve", "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--data-dir", str(data_dir)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    output: list[str] = []
+
+    def drain() -> None:  # keep reading so the pipe never fills and blocks the server
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            output.append(line)
+            lines.put(line)
+
+    threading.Thread(target=drain, daemon=True).start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=30)
+            except queue.Empty:
+                pytest.fail("outlast serve printed no URL within 30 s:\n" + "".join(output))
+            if f"127.0.0.1:{port}" in line:
+                break
+            if proc.poll() is not None:
+                pytest.fail("outlast serve exited:\n" + "".join(output))
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    yield ctx
+    ctx.close()
+
+
+def _with_knobs(ctx: Any, knobs: dict[str, Any]) -> None:
+    """Every page of this context sends these demo knobs with its runs."""
+    ctx.add_init_script(f"localStorage.setItem('outlast.demo', {json.dumps(json.dumps(knobs))})")
+
+
+def _thread_id(page: Any) -> str:
+    page.wait_for_url("**/?thread=*", timeout=WAIT_MS)
+    return str(page.url.split("thread=")[1].split("&")[0])
+
+
+def _send(page: Any, text: str) -> str:
+    page.get_by_test_id("composer").fill(text)
+    page.get_by_test_id("send").click()
+    return _thread_id(page)
+
+
+def _wait_for_text(page: Any, min_assistant: int = 1) -> None:
+    """Until the run is going and some assistant text has streamed in."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_test_id("run-status")).to_have_text("running", timeout=WAIT_MS)
+    page.wait_for_function(
+        """n => [...document.querySelectorAll(
+                   '[data-testid=message][data-role=assistant] .content')]
+                 .filter(e => e.textContent.length > 0).length >= n""",
+        arg=min_assistant,
+        timeout=WAIT_MS,
+    )
+
+
+def _message_ids(page: Any) -> list[str]:
+    return list(
+        page.eval_on_selector_all(
+            "[data-testid=message]", "els => els.map(e => e.dataset.messageId)"
+        )
+    )
+
+
+def _stored_thread(server: str, thread_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{server}/threads/{thread_id}", timeout=10)
+    response.raise_for_status()
+    return dict(response.json())
+
+
+def _assert_matches_store(page: Any, server: str, thread_id: str) -> None:
+    """The page shows exactly the stored messages, in order, with the same text."""
+    stored = [m for m in _stored_thread(server, thread_id)["messages"] if m["role"] != "activity"]
+    assert _message_ids(page) == [m["id"] for m in stored]
+    for m in stored:
+        text = m.get("content")
+        if m["role"] in ("user", "assistant") and isinstance(text, str) and text:
+            shown = page.locator(f"[data-message-id='{m['id']}'] .content").first.text_content()
+            assert shown == text, f"message {m['id']} differs from the store"
+
+
+def _run_until_interrupted(server: str, thread_id: str) -> str:
+    """Start a demo run over HTTP, with no page open, and read it until it stops for approval."""
+    run_id = str(uuid.uuid4())
+    body = {
+        "threadId": thread_id,
+        "runId": run_id,
+        "messages": [{"id": str(uuid.uuid4()), "role": "user", "content": "deploy the thing"}],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {"demo": {**QUICK, "steps": 2, "approve_at": [1]}},
+    }
+    last: dict[str, Any] = {}
+    with httpx.stream(
+        "POST",
+        f"{server}/agents/demo",
+        json=body,
+        headers={"Accept": "text/event-stream"},
+        timeout=30,
+    ) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                last = json.loads(line[5:])
+    assert last.get("type") == "RUN_FINISHED", last
+    assert last.get("outcome", {}).get("type") == "interrupt", last
+    return run_id
+
+
+def test_reload_mid_run_keeps_messages_and_follows_to_the_end(context: Any, server: str) -> None:
+    from playwright.sync_api import expect
+
+    _with_knobs(context, SLOW)
+    page = context.new_page()
+    page.goto(server + "/")
+    thread_id = _send(page, "plan a small trip")
+    _wait_for_text(page)
+    before = _message_ids(page)
+    assert before
+
+    page.reload()
+    status = page.get_by_test_id("run-status")
+    for message_id in before:
+        expect(page.locator(f"[data-message-id='{message_id}']")).to_have_count(1, timeout=WAIT_MS)
+    expect(status).to_have_text("succeeded", timeout=WAIT_MS)
+    after = _message_ids(page)
+    assert set(before) <= set(after)
+    assert len(after) > len(before)
+    _assert_matches_store(page, server, thread_id)
+
+
+def test_network_drop_reconnects_without_losing_or_duplicating_text(
+    context: Any, server: str
+) -> None:
+    from playwright.sync_api import expect
+
+    _with_knobs(context, SLOW)
+    page = context.new_page()
+    page.goto(server + "/")
+    thread_id = _send(page, "write three short notes")
+    _wait_for_text(page)
+
+    connection = page.get_by_test_id("connection")
+    context.set_offline(True)
+    expect(connection).to_have_attribute("data-state", "reconnecting", timeout=WAIT_MS)
+    page.wait_for_timeout(1500)  # let the run move on while the page cannot see it
+    context.set_offline(False)
+
+    expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
+    assert int(connection.get_attribute("data-reconnects") or 0) >= 1
+    _assert_matches_store(page, server, thread_id)
+
+
+def test_stop_cancels_the_run(context: Any, server: str) -> None:
+    from playwright.sync_api import expect
+
+    _with_knobs(context, {**SLOW, "steps": 8})
+    page = context.new_page()
+    page.goto(server + "/")
+    thread_id = _send(page, "a long job")
+    _wait_for_text(page)
+
+    page.get_by_test_id("stop").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("cancelled", timeout=WAIT_MS)
+    runs = httpx.get(f"{server}/threads/{thread_id}/runs", timeout=10).json()
+    runs = runs if isinstance(runs, list) else runs.get("runs", runs.get("items", []))
+    assert runs[0]["status"] == "cancelled"
+
+
+def test_approval_raised_while_closed_is_shown_on_open_and_can_be_approved(
+    context: Any, server: str
+) -> None:
+    from playwright.sync_api import expect
+
+    thread_id = str(uuid.uuid4())
+    _run_until_interrupted(server, thread_id)
+
+    _with_knobs(context, QUICK)
+    page = context.new_page()
+    page.goto(f"{server}/?thread={thread_id}")
+    expect(page.get_by_test_id("run-status")).to_have_text("interrupted", timeout=WAIT_MS)
+    expect(page.get_by_test_id("interrupt")).to_have_count(1, timeout=WAIT_MS)
+
+    page.get_by_test_id("approve").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
+    expect(page.get_by_test_id("interrupt")).to_have_count(0)
+    assert _stored_thread(server, thread_id)["interrupts"] == []
+    _assert_matches_store(page, server, thread_id)
+
+
+def test_approving_in_a_second_tab_updates_the_first(browser: Any, server: str) -> None:
+    from playwright.sync_api import expect
+
+    thread_id = str(uuid.uuid4())
+    _run_until_interrupted(server, thread_id)
+    url = f"{server}/?thread={thread_id}"
+
+    # Two contexts: two devices, sharing nothing but the server.
+    first_ctx = browser.new_context()
+    second_ctx = browser.new_context()
+    try:
+        first = first_ctx.new_page()
+        first.goto(url)
+        expect(first.get_by_test_id("interrupt")).to_have_count(1, timeout=WAIT_MS)
+
+        second = second_ctx.new_page()
+        second.goto(url)
+        second.get_by_test_id("approve").click()
+        expect(second.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
+
+        expect(first.get_by_test_id("interrupt")).to_have_count(0, timeout=WAIT_MS)
+        expect(first.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
+        _assert_matches_store(first, server, thread_id)
+    finally:
+        first_ctx.close()
+        second_ctx.close()

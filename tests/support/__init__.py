@@ -1,0 +1,1 @@
+"""Shared test harness: real server processes, SSE parsing, demo knobs."""

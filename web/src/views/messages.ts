@@ -1,0 +1,97 @@
+/** The conversation: one element per message, updated in place as tokens arrive. */
+import type { Message, ToolCall } from "@ag-ui/client";
+import { h, pretty } from "../dom";
+
+type AnyMessage = Message & {
+  content?: unknown;
+  toolCalls?: ToolCall[];
+  toolCallId?: string;
+  error?: string;
+};
+
+/** Last rendered form of each element, so unchanged messages are not touched. */
+const rendered = new WeakMap<HTMLElement, string>();
+
+export function textOf(content: unknown): string {
+  if (content === undefined || content === null) return "";
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part) => (part && typeof part === "object" && "text" in part ? String(part.text) : ""))
+      .join("");
+  }
+  return JSON.stringify(content);
+}
+
+/**
+ * Bring `list` in line with `messages`: keyed by message id, so a message
+ * element survives every update and only its changed text is rewritten.
+ */
+export function renderMessages(list: HTMLElement, messages: Message[]): void {
+  const toolNames = new Map<string, string>();
+  const answered = new Set<string>();
+  for (const m of messages as AnyMessage[]) {
+    for (const call of m.toolCalls ?? []) toolNames.set(call.id, call.function.name);
+    if (m.role === "tool" && m.toolCallId) answered.add(m.toolCallId);
+  }
+
+  const existing = new Map<string, HTMLElement>();
+  for (const el of Array.from(list.children) as HTMLElement[]) {
+    if (el.dataset.messageId) existing.set(el.dataset.messageId, el);
+  }
+
+  let previous: Element | null = null;
+  for (const message of messages as AnyMessage[]) {
+    if (message.role === "activity") continue;
+    let el = existing.get(message.id);
+    existing.delete(message.id);
+    if (!el) {
+      el = h("article", {
+        class: `message ${message.role}`,
+        "data-testid": "message",
+        "data-message-id": message.id,
+        "data-role": message.role,
+      });
+    }
+    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0]);
+    if (rendered.get(el) !== key) {
+      rendered.set(el, key);
+      el.replaceChildren(...body(message, toolNames, answered));
+    }
+    const expectedPosition: Element | null = previous ? previous.nextElementSibling : list.firstElementChild;
+    if (expectedPosition !== el) {
+      if (previous) previous.after(el);
+      else list.prepend(el);
+    }
+    previous = el;
+  }
+  for (const stale of existing.values()) stale.remove();
+}
+
+function body(m: AnyMessage, toolNames: Map<string, string>, answered: Set<string>): Node[] {
+  const text = textOf(m.content);
+  switch (m.role) {
+    case "tool":
+      return [
+        h("div", { class: "meta" }, `result · ${toolNames.get(m.toolCallId ?? "") ?? "tool"}`),
+        h("pre", { class: "content tool-result" }, m.error ? `error: ${m.error}` : pretty(text)),
+      ];
+    case "assistant":
+      return [
+        h("div", { class: "meta" }, "assistant"),
+        text ? h("div", { class: "content" }, text) : null,
+        ...(m.toolCalls ?? []).map((call) => toolCall(call, answered.has(call.id))),
+      ].filter((n): n is HTMLElement => n !== null);
+    default:
+      return [h("div", { class: "meta" }, m.role), h("div", { class: "content" }, text)];
+  }
+}
+
+function toolCall(call: ToolCall, done: boolean): HTMLElement {
+  return h(
+    "div",
+    { class: `tool-call ${done ? "done" : "pending"}`, "data-testid": "tool-call", "data-tool-call-id": call.id },
+    h("div", { class: "tool-name" }, h("span", { class: "icon" }, done ? "✓" : "⋯"), call.function.name),
+    h("pre", { class: "tool-args" }, pretty(call.function.arguments || "{}")),
+  );
+}
