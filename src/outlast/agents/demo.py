@@ -11,6 +11,7 @@ resumes from its last boundary after a crash. Knobs go in
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -69,6 +70,11 @@ class Knobs:
         return knobs
 
 
+def _tag(run_id: str) -> str:
+    """A short, collision-resistant stand-in for a run id inside tool call ids."""
+    return hashlib.sha256(run_id.encode()).hexdigest()[:10]
+
+
 class DemoAgent(Agent):
     """Plans ``steps`` todos, then executes them one tool call at a time."""
 
@@ -101,7 +107,7 @@ class DemoAgent(Agent):
         knobs = Knobs.parse(ctx.forwarded_props)
         demo: dict[str, Any] = {
             "knobs": asdict(knobs), "run_id": ctx.run_id, "next_step": 1,
-            "phase": "working", "approved": {}, "denied": [],
+            "phase": "working", "approved": {}, "denied": {},
         }
         if knobs.steps == 0:
             await self._say(ctx, knobs, "Here is a short answer, streamed token by token.", 0)
@@ -134,7 +140,11 @@ class DemoAgent(Agent):
                     "retry": meta.get("kind") == "uncertain_effect",
                 }
             else:
-                demo["denied"].append(step)
+                demo["denied"][str(step)] = {
+                    "toolCallId": answer.interrupt.get("toolCallId"),
+                    # an uncertain effect's call already has its "unknown" result
+                    "answered": meta.get("kind") == "uncertain_effect",
+                }
         ctx.session_state["demo"] = demo
 
     async def _work(self, ctx: RunContext, demo: dict[str, Any]) -> None:
@@ -154,12 +164,23 @@ class DemoAgent(Agent):
         tool, title = TOOLS[(step - 1) % len(TOOLS)]
         approved = demo["approved"].get(str(step))
         args: dict[str, Any] = {"step": step, "target": f"module_{step}.py"}
-        if step in demo["denied"]:
+        denied = demo["denied"].get(str(step)) if isinstance(demo["denied"], dict) else None
+        if denied is not None:
+            if denied.get("toolCallId") and not denied.get("answered"):
+                await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
+                                "toolCallId": denied["toolCallId"], "role": "tool",
+                                "content": "Not run: the person did not approve it."})
+                denied["answered"] = True
             await self._todo(ctx, step, "skipped")
             await self._say(ctx, knobs, f"Skipped step {step} ({tool}): not approved.", step)
             return
         if step in knobs.approve_at and approved is None:
-            call_id = f"call_{ctx.run_id[:8]}_{step}"
+            # Propose the call the AG-UI way: the tool call is in the transcript,
+            # its result comes after the person answers (in the continuation run).
+            call_id = f"call_{_tag(ctx.run_id)}_{step}"
+            message_id = await self._say(ctx, knobs, f"Step {step}: {title} needs approval.",
+                                         step)
+            await self._call(ctx, call_id, tool, args, message_id)
             await self._todo(ctx, step, "awaiting_approval")
             demo["phase"] = "awaiting"
             ctx.session_state["demo"] = demo
@@ -173,18 +194,18 @@ class DemoAgent(Agent):
                     "required": ["approved"]},
                 "metadata": {"tool": tool, "args": args, "step": step},
             })
-        if approved is not None:
+        if approved is not None and not approved.get("retry"):
+            # The call was proposed before the interrupt: only its result is missing.
+            call_id = approved["toolCallId"]
             args = approved["args"]
-        call_id = f"call_{ctx.run_id[:8]}_{step}_{ctx.attempt}"
-        if approved is not None and approved.get("toolCallId") and not approved.get("retry"):
-            call_id = approved["toolCallId"]  # the call the person approved
-        await self._todo(ctx, step, "in_progress")
-        message_id = await self._say(ctx, knobs, f"Step {step}: {title}.", step)
-        await ctx.emit({"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": tool,
-                        "parentMessageId": message_id})
-        await ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
-                        "delta": json.dumps(args)})
-        await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
+            await self._todo(ctx, step, "in_progress")
+        else:
+            if approved is not None:
+                args = approved["args"]
+            call_id = f"call_{_tag(ctx.run_id)}_{step}_{ctx.attempt}"
+            await self._todo(ctx, step, "in_progress")
+            message_id = await self._say(ctx, knobs, f"Step {step}: {title}.", step)
+            await self._call(ctx, call_id, tool, args, message_id)
         if knobs.fail_at == step:
             raise AgentError(f"Tool {tool} failed at step {step}.", code="tool_failed")
         try:
@@ -197,7 +218,7 @@ class DemoAgent(Agent):
             demo["phase"] = "awaiting"
             ctx.session_state["demo"] = demo
             await ctx.interrupt({
-                "id": f"uncertain-{ctx.run_id[:8]}-{step}", "reason": "confirmation",
+                "id": f"uncertain-{_tag(ctx.run_id)}-{step}", "reason": "confirmation",
                 "toolCallId": call_id,
                 "message": f"Step {step} ({tool}) may or may not have run before the server "
                            "stopped. Run it again?",
@@ -234,6 +255,14 @@ class DemoAgent(Agent):
             retry_uncertain=retry))
 
     # -- pieces -----------------------------------------------------------
+    async def _call(self, ctx: RunContext, call_id: str, tool: str, args: dict[str, Any],
+                    message_id: str) -> None:
+        await ctx.emit({"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": tool,
+                        "parentMessageId": message_id})
+        await ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
+                        "delta": json.dumps(args)})
+        await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
+
     async def _todo(self, ctx: RunContext, step: int, status: str) -> None:
         todos = (ctx.state or {}).get("todos") if isinstance(ctx.state, dict) else None
         if not isinstance(todos, list) or len(todos) < step:

@@ -322,11 +322,14 @@ class RunExecution:
         })
         self._save_boundary(self.seq, force=True)
 
-    async def _close_open(self, tool_result: str) -> None:
-        """Close constructs left open (cancel, failure, crash) so every stream still folds."""
+    async def _close_open(self, tool_result: str, awaiting: set[str] | None = None) -> None:
+        """Close constructs left open (cancel, failure, crash) so every stream still folds.
+
+        Tool calls that a pending (or now raised) interrupt waits on keep no result:
+        the continuation run answers them."""
         for event in self.fold.closing_events():
             await self._append(event)
-        pending_tools = {i.get("toolCallId") for i in self.fold.interrupts}
+        pending_tools = {i.get("toolCallId") for i in self.fold.interrupts} | (awaiting or set())
         for call_id in unanswered_tool_calls(self.fold.messages):
             if call_id in pending_tools:
                 continue
@@ -364,7 +367,8 @@ class RunExecution:
             FinishWrite("failed", error={"code": code, "message": message}))
 
     async def _finish_interrupted(self, interrupts: list[dict[str, Any]]) -> None:
-        await self._close_open("The tool did not return a result.")
+        awaiting = {str(i["toolCallId"]) for i in interrupts if i.get("toolCallId")}
+        await self._close_open("The tool did not return a result.", awaiting)
         outcome = {"type": "interrupt", "interrupts": interrupts}
         events = [
             {"type": "STATE_SNAPSHOT", "snapshot": self.fold.state},
