@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs and run all of it (unit, integration
+# with real SQLite and PostgreSQL, e2e with server processes and Chromium).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[test,postgres,dev]"
+
+# The stock @ag-ui/client, used to check that our fold and streams agree with it.
+npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+
+# Debian's Chromium for the browser tests (a test tool's own browser download cannot work here).
+if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = "0" ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        echo "chromium is missing: install it with 'sudo apt-get install -y chromium'" >&2
+    fi
+fi
+
+# PostgreSQL server binaries: the fixtures start a throwaway cluster from them.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+    echo "PostgreSQL server binaries are missing (apt-get install -y postgresql)" >&2
+    if [ "${CI:-}" = "true" ]; then exit 1; fi
+fi
+
+exec .venv/bin/python -m pytest "$@"
