@@ -235,11 +235,7 @@ class DemoAgent(Agent):
 
         async def run_tool() -> str:
             await asyncio.sleep(knobs.step_delay_ms / 1000)
-            self.workspace.mkdir(parents=True, exist_ok=True)
-            with open(self.effects_log, "a", encoding="utf-8") as f:
-                f.write(f"{line_prefix}{call_id}\n")
-                f.flush()
-                os.fsync(f.fileno())
+            await asyncio.to_thread(self._record, f"{line_prefix}{call_id}\n")
             return f"{tool} finished step {step} with {json.dumps(args, sort_keys=True)}"
 
         async def reconcile() -> Any:
@@ -253,6 +249,14 @@ class DemoAgent(Agent):
         return str(await ctx.effect(
             f"step-{step}", run_tool, reconcile=reconcile if knobs.reconcile else None,
             retry_uncertain=retry))
+
+    def _record(self, line: str) -> None:
+        """The tool's side effect: one durable line in effects.log."""
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        with open(self.effects_log, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
 
     # -- pieces -----------------------------------------------------------
     async def _call(self, ctx: RunContext, call_id: str, tool: str, args: dict[str, Any],

@@ -71,7 +71,8 @@ async def _serve(settings: Settings, principals: Principals) -> None:
     server = _Server(config)
     server.engine = engine
     task = asyncio.create_task(server.serve())
-    while not server.started and not task.done():
+    # uvicorn exposes readiness only as a flag.
+    while not server.started and not task.done():  # noqa: ASYNC110
         await asyncio.sleep(0.02)
     if server.started:
         port = settings.port

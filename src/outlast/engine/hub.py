@@ -50,13 +50,13 @@ class RunFeed:
         end = min(len(self.cache), start + limit)
         return [self.cache[i] for i in range(start, end)]
 
-    async def wait(self, after: int, timeout: float) -> None:
-        """Return when the feed moves past ``after``, turns final, or after ``timeout``."""
+    async def wait(self, after: int, seconds: float) -> None:
+        """Return when the feed moves past ``after``, turns final, or after ``seconds``."""
         if self.last_seq > after or self.final:
             return
         changed = self._changed
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), timeout)
+            await asyncio.wait_for(changed.wait(), seconds)
 
 
 class Hub:

@@ -82,6 +82,8 @@ class Engine:
         self.executions: dict[int, RunExecution] = {}
         self.draining = False
         self._wake = asyncio.Event()
+        self._idle = asyncio.Event()  # set while no run executes here
+        self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
         self._hooks: set[asyncio.Task[None]] = set()
         self._started = False
@@ -116,13 +118,11 @@ class Engine:
         for ex in list(self.executions.values()):
             if ex.fold.at_boundary:
                 ex.stop("drain")
-        deadline = time.monotonic() + self.settings.drain_timeout
-        while self.executions and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), self.settings.drain_timeout)
         for ex in list(self.executions.values()):
             ex.stop("drain")
-        while self.executions:
-            await asyncio.sleep(0.02)
+        await self._idle.wait()
 
     async def stop(self) -> None:
         """Drain, stop the loops, close the store."""
@@ -178,7 +178,7 @@ class Engine:
 
     # -- cancel (G6) ------------------------------------------------------
     async def cancel(self, owner: str, run_id: str, *, wait: bool = False,
-                     timeout: float = 30.0) -> RunRecord:
+                     limit: float = 30.0) -> RunRecord:
         """Stop a run by id; idempotent. With ``wait``, return once it is final."""
         run = await self.store.get_run(owner, run_id)
         if run is None:
@@ -187,7 +187,7 @@ class Engine:
             return run
         await self._stop_run(run)
         if wait:
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + limit
             feed = self.hub.feed(run.rid)
             feed.watchers += 1
             try:
@@ -241,6 +241,7 @@ class Engine:
             self.metrics.takeovers.inc()
         ex = RunExecution(self, run, agent, crashed=crashed)
         self.executions[run.rid] = ex
+        self._idle.clear()
         self.metrics.executing.set(len(self.executions))
         task = asyncio.create_task(ex.main(), name=f"run:{run.id}")
         self._hooks.add(task)
@@ -248,6 +249,8 @@ class Engine:
 
     def execution_ended(self, ex: RunExecution) -> None:
         self.executions.pop(ex.run.rid, None)
+        if not self.executions:
+            self._idle.set()
         self.metrics.executing.set(len(self.executions))
         self.wake()  # a queued run of the same thread may start now
 

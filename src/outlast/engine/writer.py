@@ -154,10 +154,10 @@ class Writer:
                 fenced = await self._store.write(writes)
             except Exception as exc:  # the store failed: every waiter learns it
                 log.exception("committing %d run writes failed", len(writes))
-                for ws in waiters:
-                    for w in ws:
-                        if not w.done():
-                            w.set_exception(exc)
+                for futures in waiters:
+                    for fut in futures:
+                        if not fut.done():
+                            fut.set_exception(exc)
                 for ch in channels:
                     ch.fenced = True
                     if ch.on_fenced is not None:

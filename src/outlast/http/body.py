@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from outlast.errors import InvalidRequest, OutlastError, PayloadTooLarge
 
@@ -17,7 +17,7 @@ class RequestTimeout(OutlastError):
     code = "request_timeout"
 
 
-async def read_json(request: Request, limit: int, timeout: float) -> Any:
+async def read_json(request: Request, limit: int, within: float) -> Any:
     """The JSON body, refused with 413 past ``limit`` bytes (never buffered whole)."""
     declared = request.headers.get("content-length")
     if declared is not None:
@@ -29,7 +29,7 @@ async def read_json(request: Request, limit: int, timeout: float) -> Any:
     chunks: list[bytes] = []
     size = 0
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
@@ -37,7 +37,11 @@ async def read_json(request: Request, limit: int, timeout: float) -> Any:
                                           limit=limit)
                 chunks.append(chunk)
     except TimeoutError:
-        raise RequestTimeout(f"the request body did not arrive within {timeout:g} s") from None
+        raise RequestTimeout(f"the request body did not arrive within {within:g} s") from None
+    except ClientDisconnect:
+        # Nothing is admitted from half a body; a 4xx (nobody reads it), not a 500.
+        raise InvalidRequest("the client closed the connection before sending the whole "
+                             "body") from None
     raw = b"".join(chunks)
     if not raw:
         raise InvalidRequest("the request needs a JSON body")

@@ -63,7 +63,7 @@ async def get_thread(thread_id: str, engine: EngineDep, owner: Owner) -> dict[st
     interrupts = await engine.store.interrupts(tid=thread.tid, pending=True)
     thread = await engine.store.get_thread(owner, thread_id) or thread
     running = [r for r in active if r.status == "running"]
-    current = (running or active or [None])[0]
+    current = (running or active)[0] if active else None
     return thread_view(thread, snap, interrupts, current)
 
 

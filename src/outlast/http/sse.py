@@ -4,10 +4,9 @@ listener in one task group; a send timeout notices clients that vanished silentl
 from __future__ import annotations
 
 import logging
-
-import anyio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 log = logging.getLogger("outlast.http")
