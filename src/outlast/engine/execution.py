@@ -347,10 +347,18 @@ class RunExecution:
         self.engine.metrics.finished.labels(fin.status).inc()
 
     async def _finish_succeeded(self) -> None:
-        await self._close_open("The tool did not return a result.")
-        await self._end(
-            [{"type": "RUN_FINISHED", "threadId": self.run.thread_id, "runId": self.run.id}],
-            FinishWrite("succeeded", outcome={"type": "success"}))
+        # Tool calls left without a result on success are front-end tool calls:
+        # the client answers them in the next run's messages (AG-UI), so they stay open.
+        for event in self.fold.closing_events():
+            await self._append(event)
+        finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.run.thread_id,
+                                    "runId": self.run.id}
+        outcome: dict[str, Any] = {"type": "success"}
+        pending = unanswered_tool_calls(self.fold.messages)
+        if pending:
+            outcome["pendingToolCallIds"] = pending
+            finished["outcome"] = outcome
+        await self._end([finished], FinishWrite("succeeded", outcome=outcome))
 
     async def _finish_cancelled(self) -> None:
         await self._close_open("Cancelled before the tool returned.")

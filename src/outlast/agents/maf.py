@@ -1,0 +1,175 @@
+"""Microsoft Agent Framework adapter: a MAF agent's streaming run as AG-UI events.
+
+Every tool the MAF agent executes runs as a journaled effect keyed by the
+model's call id (G9): a retry or a replay of the same run reuses the recorded
+result instead of calling the tool again. Install with
+``pip install "outlast[maf]"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from typing import Any
+
+from outlast.agents.base import Agent, Capabilities
+from outlast.engine.context import RunContext
+from outlast.errors import MissingDependency
+
+try:
+    import agent_framework as af
+except ImportError:  # pragma: no cover - exercised only without the extra
+    af = None  # type: ignore[assignment]
+
+
+def _require() -> Any:
+    if af is None:
+        raise MissingDependency("agent-framework-core", "maf")
+    return af
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def to_maf(messages: list[dict[str, Any]]) -> list[Any]:
+    """AG-UI messages as MAF messages (text, function calls, function results)."""
+    lib = _require()
+    out: list[Any] = []
+    for m in messages:
+        role = m.get("role")
+        if role in ("user", "system", "developer"):
+            out.append(lib.Message("system" if role == "developer" else role,
+                                   [_text(m.get("content"))]))
+        elif role == "assistant":
+            contents: list[Any] = []
+            if m.get("content"):
+                contents.append(lib.Content("text", text=_text(m["content"])))
+            for call in m.get("toolCalls") or ():
+                contents.append(lib.Content("function_call", call_id=call["id"],
+                                            name=call["function"]["name"],
+                                            arguments=call["function"].get("arguments") or "{}"))
+            if contents:
+                out.append(lib.Message("assistant", contents))
+        elif role == "tool":
+            out.append(lib.Message("tool", [lib.Content(
+                "function_result", call_id=m.get("toolCallId"), result=_text(m.get("content")))]))
+    return out
+
+
+def _result_text(result: Any) -> str:
+    if isinstance(result, list):
+        parts = [getattr(c, "text", None) or "" for c in result]
+        if any(parts):
+            return "".join(parts)
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, default=str)
+    except TypeError:
+        return str(result)
+
+
+def _journal(ctx: RunContext) -> Any:
+    lib = _require()
+
+    class Journal(lib.FunctionMiddleware):  # type: ignore[misc, name-defined]
+        """Runs each tool invocation through ``ctx.effect`` (G9)."""
+
+        async def process(self, context: Any, call_next: Any) -> None:
+            call_id = (context.metadata or {}).get("call_id") or \
+                f"{context.function.name}:{json.dumps(dict(context.arguments), sort_keys=True)}"
+            ran = False
+
+            async def invoke() -> Any:
+                nonlocal ran
+                ran = True
+                await call_next()
+                result = context.result
+                if isinstance(result, list):
+                    return [c.to_dict() for c in result]
+                return result
+
+            recorded = await ctx.effect(f"maf-tool:{call_id}", invoke)
+            if not ran:
+                context.result = ([lib.Content.from_dict(d) for d in recorded]
+                                  if isinstance(recorded, list) else recorded)
+
+    return Journal()
+
+
+class MafAgent(Agent):
+    """Wraps an ``agent_framework`` agent (anything with ``run(messages, stream=True)``)."""
+
+    capabilities = Capabilities(
+        description="Microsoft Agent Framework agent with journaled tool calls",
+        supports_resume=True, journaled_effects=True,
+    )
+
+    def __init__(self, agent: Any) -> None:
+        _require()
+        self.agent = agent
+
+    async def run(self, ctx: RunContext) -> None:
+        stream = self.agent.run(to_maf(ctx.messages), stream=True,
+                                middleware=[_journal(ctx)])
+        text_id: str | None = None
+        parent: str | None = None
+        open_calls: list[str] = []
+        last_call: str | None = None
+        async for update in stream:
+            for c in update.contents or ():
+                if c.type == "text" and c.text:
+                    if text_id is None:
+                        text_id = parent = ctx.new_id("msg")
+                        await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": text_id,
+                                        "role": "assistant"})
+                    await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": text_id,
+                                    "delta": c.text})
+                elif c.type == "function_call":
+                    call_id = c.call_id or last_call
+                    if call_id is None:
+                        continue
+                    if text_id is not None:
+                        await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})
+                        text_id = None
+                    if call_id not in open_calls:
+                        open_calls.append(call_id)
+                        start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call_id,
+                                                 "toolCallName": c.name or "tool"}
+                        if parent is not None:
+                            start["parentMessageId"] = parent
+                        await ctx.emit(start)
+                    last_call = call_id
+                    args = c.arguments
+                    if args:
+                        await ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
+                                        "delta": args if isinstance(args, str) else
+                                        json.dumps(args)})
+                elif c.type == "function_result" and c.call_id:
+                    if c.call_id in open_calls:
+                        open_calls.remove(c.call_id)
+                        await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": c.call_id})
+                    await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
+                                    "toolCallId": c.call_id, "role": "tool",
+                                    "content": _result_text(c.result)})
+                    parent = None  # what follows a tool result is a new assistant message
+        if text_id is not None:
+            await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})
+        for call_id in open_calls:  # front-end tools: the client answers them (AG-UI)
+            await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
+
+
+def factory(settings: Any = None) -> MafAgent:
+    """``--agent NAME=outlast.agents.maf:factory`` with ``OUTLAST_MAF_AGENT=module:attr``
+    naming a MAF agent, or a function of the settings returning one."""
+    target = os.environ.get("OUTLAST_MAF_AGENT")
+    if not target or ":" not in target:
+        raise SystemExit("the MAF adapter needs OUTLAST_MAF_AGENT=module:attr")
+    module, _, attr = target.partition(":")
+    obj = getattr(importlib.import_module(module), attr)
+    agent = obj(settings) if callable(obj) and not hasattr(obj, "run") else obj
+    return MafAgent(agent)
