@@ -38,3 +38,32 @@ def server(server_factory: object) -> ServerProcess:
 async def client(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
     async with server.client() as c:
         yield c
+
+
+# -- PostgreSQL: one throwaway cluster per session, a fresh database per test --
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[object]:
+    """A PostgreSQL cluster started from the machine's server binaries.
+
+    Missing binaries fail the run under ``CI=true`` and skip (with the reason) elsewhere.
+    """
+    import os
+
+    from tests.support.postgres import PostgresCluster, PostgresUnavailable
+
+    try:
+        cluster = PostgresCluster.start_new()
+    except PostgresUnavailable as exc:
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(f"PostgreSQL tests must run in CI, but: {exc}", pytrace=False)
+        pytest.skip(f"no PostgreSQL for these tests: {exc}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: object) -> str:
+    """The URL of a fresh database with the schema applied (cloned from the template)."""
+    return pg_cluster.fresh_database()  # type: ignore[attr-defined, no-any-return]

@@ -40,6 +40,7 @@ class Settings:
     max_messages: int = 1000
     max_event_bytes: int = 1 << 20
     max_id_length: int = 200
+    max_header_bytes: int = 16 << 10
     body_timeout: float = 30.0
     keepalive: float = 15.0
     # Access.

@@ -54,10 +54,37 @@ export class ApiError extends Error {
   }
 }
 
+const TOKEN_KEY = "outlast.token";
+
+/** The bearer token this page sends, when the server is configured with tokens. */
+export function token(): string {
+  return localStorage.getItem(TOKEN_KEY) ?? "";
+}
+
+/** Remember (or, when empty, forget) the bearer token for this origin. */
+export function setToken(value: string): void {
+  if (value.trim()) localStorage.setItem(TOKEN_KEY, value.trim());
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+/** A `#token=...` link sets the token once; it leaves the address bar at once. */
+export function takeTokenFromLocation(): void {
+  const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  if (!match) return;
+  setToken(decodeURIComponent(match[1]));
+  history.replaceState(history.state, "", location.pathname + location.search);
+}
+
+/** `Authorization: Bearer ...` when a token is set. */
+export function authHeaders(): Record<string, string> {
+  const value = token();
+  return value ? { Authorization: `Bearer ${value}` } : {};
+}
+
 async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const response = await fetch(path, {
     method,
-    headers: body === undefined ? {} : { "Content-Type": "application/json" },
+    headers: body === undefined ? authHeaders() : { ...authHeaders(), "Content-Type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await response.text();
@@ -124,7 +151,7 @@ export function cancelRun(runId: string): Promise<unknown> {
 /** A finished replay of a run's stored events (`?follow=false`), for the inspector. */
 export async function runEvents(runId: string): Promise<{ seq?: number; event: BaseEvent }[]> {
   const response = await fetch(`/runs/${enc(runId)}/events?after=0&follow=false`, {
-    headers: { Accept: "text/event-stream" },
+    headers: { ...authHeaders(), Accept: "text/event-stream" },
   });
   if (!response.ok || !response.body) throw new ApiError(response.status, "http", response.statusText);
   const frames: { seq?: number; event: BaseEvent }[] = [];

@@ -27,6 +27,7 @@ const AGENT = params.get("agent") ?? "demo";
 const el = {
   threads: $("#threads"),
   newThread: $<HTMLButtonElement>("#new-thread"),
+  token: $<HTMLButtonElement>("#token"),
   title: $("#thread-title"),
   connection: $("#connection"),
   status: $("#run-status"),
@@ -86,6 +87,7 @@ class App {
     });
     el.stop.addEventListener("click", () => void this.stop());
     el.newThread.addEventListener("click", () => this.open(null));
+    el.token.addEventListener("click", () => this.askToken());
     window.addEventListener("popstate", () => this.open(new URLSearchParams(location.search).get("thread"), false));
     // Catch up when the page comes back: a frozen tab's stream may be dead.
     document.addEventListener("visibilitychange", () => {
@@ -131,7 +133,7 @@ class App {
   }
 
   private createAgent(threadId: string): ResumableHttpAgent {
-    const agent = new ResumableHttpAgent({ url: `/agents/${encodeURIComponent(AGENT)}`, threadId });
+    const agent = new ResumableHttpAgent({ url: `/agents/${encodeURIComponent(AGENT)}`, threadId, headers: api.authHeaders() });
     const mine = () => this.agent === agent; // events of a thread we left are ignored
     agent.onConnectionChange = (c) => mine() && this.onConnection(c);
     agent.onFrame = (f) => mine() && this.onFrame(f);
@@ -367,6 +369,14 @@ class App {
     }
   }
 
+  /** The server answers 401 without a (valid) token: ask for one, keep it, start over. */
+  askToken(): void {
+    const value = prompt("Access token for this server (empty to forget it):", api.token());
+    if (value === null) return;
+    api.setToken(value);
+    location.reload();
+  }
+
   private showError(error: unknown): void {
     this.error = errorMessage(error);
     this.render();
@@ -461,9 +471,12 @@ function isNotFound(error: unknown): boolean {
 }
 
 function errorMessage(error: unknown): string {
+  const unauthorized = (error instanceof StreamHttpError || error instanceof api.ApiError) && error.status === 401;
+  if (unauthorized) return `${(error as Error).message} — set an access token with the key button`;
   if (error instanceof api.ApiError) return `${error.code}: ${error.message}`;
   if (error instanceof Error) return error.message;
   return String(error);
 }
 
+api.takeTokenFromLocation();
 new App().start();

@@ -75,6 +75,15 @@ def _tag(run_id: str) -> str:
     return hashlib.sha256(run_id.encode()).hexdigest()[:10]
 
 
+def _has_call(messages: list[dict[str, Any]], call_id: str) -> bool:
+    return any(call.get("id") == call_id
+               for m in messages for call in m.get("toolCalls") or ())
+
+
+def _has_result(messages: list[dict[str, Any]], call_id: str) -> bool:
+    return any(m.get("role") == "tool" and m.get("toolCallId") == call_id for m in messages)
+
+
 class DemoAgent(Agent):
     """Plans ``steps`` todos, then executes them one tool call at a time."""
 
@@ -166,7 +175,8 @@ class DemoAgent(Agent):
         args: dict[str, Any] = {"step": step, "target": f"module_{step}.py"}
         denied = demo["denied"].get(str(step)) if isinstance(demo["denied"], dict) else None
         if denied is not None:
-            if denied.get("toolCallId") and not denied.get("answered"):
+            if denied.get("toolCallId") and not denied.get("answered") \
+                    and not _has_result(ctx.messages, denied["toolCallId"]):
                 await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
                                 "toolCallId": denied["toolCallId"], "role": "tool",
                                 "content": "Not run: the person did not approve it."})
@@ -178,6 +188,8 @@ class DemoAgent(Agent):
             # Propose the call the AG-UI way: the tool call is in the transcript,
             # its result comes after the person answers (in the continuation run).
             call_id = f"call_{_tag(ctx.run_id)}_{step}"
+            if _has_call(ctx.messages, call_id):  # proposed by an attempt that crashed
+                call_id = f"{call_id}_{ctx.attempt}"
             message_id = await self._say(ctx, knobs, f"Step {step}: {title} needs approval.",
                                          step)
             await self._call(ctx, call_id, tool, args, message_id)
@@ -194,8 +206,11 @@ class DemoAgent(Agent):
                     "required": ["approved"]},
                 "metadata": {"tool": tool, "args": args, "step": step},
             })
-        if approved is not None and not approved.get("retry"):
+        if approved is not None and not approved.get("retry") \
+                and not _has_result(ctx.messages, approved["toolCallId"]):
             # The call was proposed before the interrupt: only its result is missing.
+            # (After a crash resume it may have one already: then a fresh call follows,
+            # so no call ever gets two results.)
             call_id = approved["toolCallId"]
             args = approved["args"]
             await self._todo(ctx, step, "in_progress")

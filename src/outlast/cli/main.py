@@ -53,6 +53,9 @@ def _add_serve(sub: Any) -> None:
                    default=int(_env("MAX_MESSAGES", d.max_messages)))
     p.add_argument("--max-event-bytes", type=int,
                    default=int(_env("MAX_EVENT_BYTES", d.max_event_bytes)))
+    p.add_argument("--max-header-bytes", type=int,
+                   default=int(_env("MAX_HEADER_BYTES", d.max_header_bytes)),
+                   help="request line plus headers; larger requests get 431")
     p.add_argument("--body-timeout", type=float,
                    default=float(_env("BODY_TIMEOUT", d.body_timeout)))
     p.add_argument("--keepalive", type=float, default=float(_env("KEEPALIVE", d.keepalive)))

@@ -35,9 +35,12 @@ OPENERS = frozenset({
 RESERVED = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"})
 
 
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # stateless; built once
+
+
 def dumps(value: Any) -> str:
     """Compact JSON, the log's encoding."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _JSON.encode(value)
 
 
 def now_ms() -> int:
@@ -114,21 +117,30 @@ class RunExecution:
         kind = data.get("type")
         if kind in RESERVED:
             raise InvalidRequest(f"agents do not emit {kind}; the engine opens and ends runs")
-        await self._append(data)
+        await self._append(data, limit=self.engine.settings.max_event_bytes)
 
-    async def _append(self, data: dict[str, Any]) -> None:
+    async def _append(self, data: dict[str, Any], limit: int | None = None) -> None:
+        """Append one event. ``limit`` bounds what an agent emits; the engine's own
+        events (the input echoed in RUN_STARTED, snapshots at the end) are never refused,
+        or a run could not end."""
         if self.channel.fenced:
             raise LeaseLost("this process no longer holds the run's lease")
         kind = data.get("type")
-        if self._pending_boundary is not None and kind in OPENERS:
-            self._save_boundary(self._pending_boundary, force=False)
+        if kind in OPENERS:
+            draining = self.cancel_reason == "drain"
+            if self._pending_boundary is not None:
+                self._save_boundary(self._pending_boundary, force=draining)
+            if draining:
+                # Clean shutdown (G8): open nothing new. The log ends at the boundary and
+                # the snapshot holds the agent's state as it starts its next construct,
+                # so the next process resumes right here with nothing left to close.
+                raise asyncio.CancelledError
         if "timestamp" not in data:
             data["timestamp"] = now_ms()
         body = dumps(data)
-        if len(body) > self.engine.settings.max_event_bytes:
-            raise PayloadTooLarge(
-                f"an event of {len(body)} bytes is over the limit of "
-                f"{self.engine.settings.max_event_bytes}")
+        size = len(body) if body.isascii() else len(body.encode())
+        if limit is not None and size > limit:
+            raise PayloadTooLarge(f"an event of {size} bytes is over the limit of {limit}")
         self.fold.apply(data)
         self.seq += 1
         at_boundary = self.fold.at_boundary
@@ -312,8 +324,8 @@ class RunExecution:
             for ev in page:
                 self.fold.apply(json.loads(ev.body))
             after = page[-1].seq
-        if not self.crashed:
-            return
+        if not self.crashed or not self._may_resume():
+            return  # a crashed run that may not resume ends failed, never "resumed"
         resumed_from = self.seq
         await self._close_open("The run was interrupted before this tool returned.")
         await self._append({
@@ -397,6 +409,8 @@ class RunExecution:
         await self.engine.writer.flush(self.channel)
         await self.engine.store.release_lease(self.run.rid, self.engine.instance,
                                               self.run.attempts)
+        # Other processes on a shared store resume it now, not at their next look.
+        await self.engine.store.notify("outlast_work", "")
 
 
 def _parse_time(value: Any) -> float | None:

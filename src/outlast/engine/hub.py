@@ -56,7 +56,8 @@ class RunFeed:
             return
         changed = self._changed
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), seconds)
+            async with asyncio.timeout(seconds):  # wait_for (3.11) can swallow a cancel
+                await changed.wait()
 
 
 class Hub:

@@ -257,8 +257,11 @@ class Engine:
     async def _pump(self) -> None:
         interval = max(0.05, self.settings.lease_ttl / 3)
         while True:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that
+            # races a wake-up, and stop() would then wait for this loop forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
             self._wake.clear()
             if self.draining:
                 continue

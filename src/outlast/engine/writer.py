@@ -22,24 +22,32 @@ log = logging.getLogger("outlast.writer")
 HIGH_WATER = 2000
 
 
-def merge_snapshots(old: SnapshotWrite, new: SnapshotWrite) -> SnapshotWrite:
-    """Two boundary snapshots in one commit: the later wins, changes accumulate."""
-    upserts = {i: (i, p, b) for i, p, b in old.upserts}
-    deletes = dict.fromkeys(old.deletes)
-    for i in new.deletes:
-        upserts.pop(i, None)
-        deletes[i] = None
-    for i, p, b in new.upserts:
-        deletes.pop(i, None)
-        upserts[i] = (i, p, b)
+def merge_snapshots(snapshots: list[SnapshotWrite]) -> SnapshotWrite:
+    """The boundary snapshots of one commit, oldest first: the last wins, changes
+    accumulate. One pass at commit time (merging at every boundary instead costs
+    quadratic time in the boundaries a busy run passes between two commits)."""
+    upserts: dict[str, tuple[str, float, str]] = {}
+    deletes: dict[str, None] = {}
+    state_json = session_state_json = None
+    for snap in snapshots:
+        for i in snap.deletes:
+            upserts.pop(i, None)
+            deletes[i] = None
+        for i, p, b in snap.upserts:
+            deletes.pop(i, None)
+            upserts[i] = (i, p, b)
+        if snap.state_json is not None:
+            state_json = snap.state_json
+        if snap.session_state_json is not None:
+            session_state_json = snap.session_state_json
+    last = snapshots[-1]
     return SnapshotWrite(
-        as_of_run=new.as_of_run,
-        as_of_seq=new.as_of_seq,
+        as_of_run=last.as_of_run,
+        as_of_seq=last.as_of_seq,
         upserts=list(upserts.values()),
         deletes=list(deletes),
-        state_json=new.state_json if new.state_json is not None else old.state_json,
-        session_state_json=(new.session_state_json if new.session_state_json is not None
-                            else old.session_state_json),
+        state_json=state_json,
+        session_state_json=session_state_json,
     )
 
 
@@ -54,7 +62,7 @@ class RunChannel:
     instance: str
     committed_seq: int
     events: list[tuple[int, bool, str]] = field(default_factory=list)
-    snapshot: SnapshotWrite | None = None
+    snapshots: list[SnapshotWrite] = field(default_factory=list)  # merged at commit
     finish: FinishWrite | None = None
     fenced: bool = False
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
@@ -62,7 +70,7 @@ class RunChannel:
 
     @property
     def pending(self) -> bool:
-        return bool(self.events) or self.snapshot is not None or self.finish is not None
+        return bool(self.events) or bool(self.snapshots) or self.finish is not None
 
 
 class Writer:
@@ -104,7 +112,7 @@ class Writer:
         """Queue a boundary snapshot, committed with the events it is as of."""
         if ch.fenced:
             return
-        ch.snapshot = snap if ch.snapshot is None else merge_snapshots(ch.snapshot, snap)
+        ch.snapshots.append(snap)
         self._mark(ch)
 
     def finish(self, ch: RunChannel, fin: FinishWrite) -> None:
@@ -146,10 +154,11 @@ class Writer:
                 writes.append(RunWrite(
                     rid=ch.rid, tid=ch.tid, run_id=ch.run_id, attempt=ch.attempt,
                     instance=ch.instance, prev_seq=ch.committed_seq, events=ch.events,
-                    snapshot=ch.snapshot, finish=ch.finish,
+                    snapshot=merge_snapshots(ch.snapshots) if ch.snapshots else None,
+                    finish=ch.finish,
                 ))
                 waiters.append(ch.waiters)
-                ch.events, ch.snapshot, ch.finish, ch.waiters = [], None, None, []
+                ch.events, ch.snapshots, ch.finish, ch.waiters = [], [], None, []
             try:
                 fenced = await self._store.write(writes)
             except Exception as exc:  # the store failed: every waiter learns it

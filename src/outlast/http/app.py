@@ -16,6 +16,8 @@ from starlette.staticfiles import StaticFiles
 from outlast.engine.runtime import Engine
 from outlast.http import errors, routes_agents, routes_runs, routes_threads
 from outlast.http.auth import Principals
+from outlast.http.body import HeaderLimit
+from outlast.http.deps import Owner
 
 EXPOSED = ["Outlast-Run-Id", "Outlast-Thread-Id", "Outlast-Replayed"]
 
@@ -32,10 +34,12 @@ def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
             await engine.stop()
 
     app = FastAPI(title="outlast", version="0.1.0", lifespan=lifespan,
-                  description="Durable, connection-independent agent runs over AG-UI.")
+                  description="Durable, connection-independent agent runs over AG-UI.",
+                  responses=errors.ERROR_RESPONSES)
     app.state.engine = engine
     app.state.principals = principals or Principals()
     errors.install(app)
+    app.add_middleware(HeaderLimit, limit=engine.settings.max_header_bytes)
     if engine.settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=engine.settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"],
@@ -59,8 +63,11 @@ def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
             return errors.error_response("unavailable", "the store does not answer")
         return JSONResponse({"status": "ready"})
 
-    @app.get("/metrics", summary="Prometheus metrics", tags=["ops"], response_class=Response)
-    async def metrics() -> Response:
+    # Liveness and readiness answer without a token (probes carry none); metrics
+    # count every principal's runs, so they need one whenever tokens are configured.
+    @app.get("/metrics", summary="Prometheus metrics", tags=["ops"], response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+    async def metrics(_: Owner) -> Response:
         return Response(generate_latest(engine.metrics.registry),
                         media_type=CONTENT_TYPE_LATEST)
 

@@ -40,7 +40,11 @@ class Principals:
             principal, sep, token = line.partition(":")
             if not sep or not principal.strip() or not token.strip():
                 raise InvalidRequest(f"{path}:{number}: expected principal:token")
-            tokens[_hash(token.strip())] = principal.strip()
+            digest = _hash(token.strip())
+            if tokens.get(digest, principal.strip()) != principal.strip():
+                raise InvalidRequest(f"{path}:{number}: this token is already given to "
+                                     "another principal")
+            tokens[digest] = principal.strip()
         if not tokens:
             raise InvalidRequest(f"{path}: no tokens")
         return cls(tokens)

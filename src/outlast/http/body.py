@@ -1,4 +1,5 @@
-"""Reading request bodies within limits: size before buffering, time against slow clients."""
+"""Reading requests within limits: header bytes, body size before buffering, time
+against slow clients, and JSON the store and the streams can carry."""
 
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ import json
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from outlast.errors import InvalidRequest, OutlastError, PayloadTooLarge
+from outlast.http.errors import error_response
+
+# Deeper JSON is no AG-UI input; nested past this, copies and patches would recurse.
+MAX_JSON_DEPTH = 64
 
 
 class RequestTimeout(OutlastError):
@@ -46,6 +52,60 @@ async def read_json(request: Request, limit: int, within: float) -> Any:
     if not raw:
         raise InvalidRequest("the request needs a JSON body")
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidRequest(f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    check_json(value)
+    return value
+
+
+def check_json(value: Any, depth: int = 1) -> None:
+    """Refuse JSON nested deeper than ``MAX_JSON_DEPTH`` or holding text that is not
+    valid Unicode (a lone surrogate escape): stored as UTF-8 it would fail later, a 500."""
+    stack = [(value, depth)]
+    while stack:
+        item, level = stack.pop()
+        if level > MAX_JSON_DEPTH:
+            raise InvalidRequest(f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                _check_text(key)
+                stack.append((child, level + 1))
+        elif isinstance(item, list):
+            stack.extend((child, level + 1) for child in item)
+
+
+def _check_text(text: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRequest("the body holds a string that is not valid Unicode "
+                                 "(a lone surrogate escape)") from None
+
+
+class HeaderLimit:
+    """ASGI middleware: a request whose target and headers exceed ``limit`` bytes gets
+    431 ``headers_too_large`` before any route runs. (uvicorn's own, larger cap on the
+    request head answers a plain 400 beyond it.)"""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+            size += sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+            if size > self.limit:
+                response = error_response(
+                    "headers_too_large",
+                    f"the request line and headers are over the limit of {self.limit} bytes",
+                    limit=self.limit)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

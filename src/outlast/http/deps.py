@@ -5,14 +5,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 
 from outlast.config import Settings
 from outlast.engine.runtime import Engine
 from outlast.errors import InvalidLastEventId, InvalidRequest
 from outlast.http.auth import Principals
 
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
+# \Z, not $: "$" also matches before a trailing newline, which would reach headers.
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*\Z")
 MAX_SEQ = 2**53 - 1
 
 
@@ -38,6 +39,12 @@ async def principal(request: Request) -> str:
 EngineDep = Annotated[Engine, Depends(engine_of)]
 Owner = Annotated[str, Depends(principal)]
 
+# The id rule as the OpenAPI document states it (ECMA-262, where "$" is the very end);
+# check_id enforces it, with the server's max_id_length.
+ID_DOC: dict[str, Any] = {"pattern": "^[A-Za-z0-9][A-Za-z0-9._:@-]*$", "maxLength": 200}
+ThreadId = Annotated[str, Path(json_schema_extra=ID_DOC)]
+RunId = Annotated[str, Path(json_schema_extra=ID_DOC)]
+
 
 def check_id(value: Any, what: str, max_length: int) -> str:
     """Ids (threadId, runId, keys) are short and from a safe alphabet."""
@@ -56,10 +63,20 @@ def parse_seq(value: str | None, what: str) -> int:
     """A ``seq`` from ``Last-Event-ID`` or ``?after=``."""
     if value is None or value == "":
         return 0
-    if not value.isdigit() or len(value) > 16 or int(value) > MAX_SEQ:
+    # isascii: "²" and other Unicode digits pass isdigit() but not int().
+    if not (value.isascii() and value.isdigit()) or len(value) > 16 or int(value) > MAX_SEQ:
         raise InvalidLastEventId(f"{what} must be a non-negative integer event id",
                                  value=value[:50])
     return int(value)
+
+
+def check_after(after: int, last_seq: int, what: str) -> int:
+    """A resume point within the run's log: a client is shown only committed events
+    (G2), so an id past the run's last ``seq`` is none this server ever sent."""
+    if after > last_seq:
+        raise InvalidLastEventId(f"{what} {after} is past the run's last event ({last_seq})",
+                                 value=str(after), lastSeq=last_seq)
+    return after
 
 
 def choice(value: str | None, allowed: tuple[str, ...], default: str, header: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -31,9 +32,11 @@ STATUS: dict[str, int] = {
     "invalid_last_event_id": 400,
     "payload_too_large": 413,
     "request_timeout": 408,
+    "headers_too_large": 431,
     "method_not_allowed": 405,
     "draining": 503,
     "unavailable": 503,
+    "internal": 500,
 }
 
 
@@ -42,10 +45,37 @@ def error_body(code: str, message: str, **fields: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **fields}}
 
 
-def error_response(code: str, message: str, **fields: Any) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if code == "unauthorized" else None
+# The request's body may still be arriving (slowly, or too much of it): end the
+# connection after answering instead of reading on.
+CLOSE_AFTER = frozenset({"request_timeout", "payload_too_large", "headers_too_large"})
+
+# Every refusal has the SPEC §3 shape; the OpenAPI document says so for every route.
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["error"],
+    "properties": {"error": {
+        "type": "object", "required": ["code", "message"],
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+    }},
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"description": description,
+             "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+    for status, description in (("4XX", "Refused: `{\"error\": {\"code\", \"message\"}}`"),
+                                 ("5XX", "Unavailable (draining) or an internal error"))
+}
+
+
+def error_response(code: str, message: str, *,
+                   response_headers: Mapping[str, str] | None = None,
+                   **fields: Any) -> JSONResponse:
+    """The JSON error response for ``code`` (its status from ``STATUS``)."""
+    extra = dict(response_headers or {})
+    if code == "unauthorized":
+        extra["WWW-Authenticate"] = "Bearer"
+    if code in CLOSE_AFTER:
+        extra["Connection"] = "close"
     return JSONResponse(error_body(code, message, **fields), status_code=STATUS.get(code, 500),
-                        headers=headers)
+                        headers=extra or None)
 
 
 def install(app: FastAPI) -> None:
@@ -71,10 +101,16 @@ def install(app: FastAPI) -> None:
         if exc.status_code == 404:
             return error_response("not_found", "no such resource")
         if exc.status_code == 405:
-            return error_response("method_not_allowed", "method not allowed")
+            return error_response("method_not_allowed", "method not allowed",
+                                  response_headers=exc.headers)  # keeps ``Allow``
         return JSONResponse(error_body("http_error", str(exc.detail)),
-                            status_code=exc.status_code)
+                            status_code=exc.status_code, headers=exc.headers)
+
+    async def internal(_: Request, exc: Exception) -> JSONResponse:
+        # A bug, never the client's input; the traceback is logged by the server.
+        return error_response("internal", "internal error")
 
     app.add_exception_handler(OutlastError, domain)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(HTTPException, http)
+    app.add_exception_handler(Exception, internal)

@@ -13,29 +13,54 @@ from outlast.engine.runtime import RunOptions
 from outlast.engine.streams import RunStream, hydration_frames, is_legacy
 from outlast.errors import Draining, InvalidRequest
 from outlast.http.body import read_json
-from outlast.http.deps import EngineDep, Owner, check_id, choice, parse_seq
-from outlast.http.sse import stream_response
+from outlast.http.deps import (
+    ID_DOC,
+    EngineDep,
+    Owner,
+    check_after,
+    check_id,
+    choice,
+    parse_seq,
+)
+from outlast.http.sse import SSE_CONTENT, stream_response
 from outlast.store.base import Strategy
 
 router = APIRouter()
 
+
+
+def _input_schema() -> dict[str, Any]:
+    """RunAgentInput as the official AG-UI types define it (references inlined, so the
+    document needs no extra components), plus our rules for ids."""
+    schema = RunAgentInput.model_json_schema(by_alias=True)
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
+            return {k: inline(v) for k, v in node.items() if k != "discriminator"}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    schema = inline(schema)
+    props = schema["properties"]
+    props["threadId"] = props["runId"] = {"type": "string", **ID_DOC}
+    for message in props["messages"]["items"]["oneOf"]:
+        message["properties"]["id"] = {"type": "string", "minLength": 1, "maxLength": 200}
+    for option in props["resume"]["anyOf"]:
+        if option.get("type") == "array":
+            option["items"]["properties"]["interruptId"] = {"type": "string", **ID_DOC}
+    return cast(dict[str, Any], schema)
+
+
 RUN_AGENT_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"application/json": {"schema": {
-            "type": "object",
-            "required": ["threadId", "runId", "messages"],
-            "properties": {
-                "threadId": {"type": "string"}, "runId": {"type": "string"},
-                "messages": {"type": "array", "items": {"type": "object"}},
-                "state": {}, "tools": {"type": "array"}, "context": {"type": "array"},
-                "forwardedProps": {}, "protocolVersion": {"type": "string"},
-                "resume": {"type": "array", "items": {"type": "object"}},
-            },
-        }}},
+        "content": {"application/json": {"schema": _input_schema()}},
     },
-    "responses": {"200": {"description": "AG-UI event stream",
-                          "content": {"text/event-stream": {}}}},
+    "responses": {"200": {"description": "AG-UI event stream", "content": SSE_CONTENT}},
 }
 
 
@@ -69,16 +94,20 @@ async def list_agents(engine: EngineDep, owner: Owner) -> dict[str, Any]:
 
 
 @router.post("/agents/{agent}", summary="Run an agent (AG-UI)", openapi_extra=RUN_AGENT_BODY,
-             response_model=None)
+             response_model=None, response_class=EventSourceResponse)
 async def run_agent(
     agent: str,
     request: Request,
     engine: EngineDep,
     owner: Owner,
-    idempotency_key: str | None = Header(default=None, alias="Idempotency-Key"),
-    on_disconnect: str | None = Header(default=None, alias="Outlast-On-Disconnect"),
-    multitask: str | None = Header(default=None, alias="Outlast-Multitask"),
-    last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
+    idempotency_key: str | None = Header(default=None, alias="Idempotency-Key",
+                                         json_schema_extra=ID_DOC),
+    on_disconnect: str | None = Header(default=None, alias="Outlast-On-Disconnect",
+                                       json_schema_extra={"enum": ["continue", "cancel"]}),
+    multitask: str | None = Header(default=None, alias="Outlast-Multitask", json_schema_extra={
+        "enum": ["reject", "enqueue", "interrupt"]}),
+    last_event_id: str | None = Header(default=None, alias="Last-Event-ID",
+                                       json_schema_extra={"pattern": "^[0-9]{1,16}$"}),
 ) -> EventSourceResponse:
     s = engine.settings
     engine.agent(agent)
@@ -110,8 +139,11 @@ async def run_agent(
         key=idempotency_key, on_disconnect=disconnect, multitask=strategy))
     run = result.run
     headers = {"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id}
-    if not result.created:
+    if result.created:
+        after = 0  # a new run: nothing of it was ever shown, whatever the header says
+    else:
         headers["Outlast-Replayed"] = "true"
+        after = check_after(after, run.last_seq, "Last-Event-ID")
 
     cancel_on_disconnect = None
     if result.created and disconnect == "cancel":

@@ -10,8 +10,8 @@ from sse_starlette import EventSourceResponse
 
 from outlast.engine.streams import RunStream, is_legacy
 from outlast.errors import RunNotFound
-from outlast.http.deps import EngineDep, Owner, check_id, parse_seq
-from outlast.http.sse import stream_response
+from outlast.http.deps import EngineDep, Owner, RunId, check_after, check_id, parse_seq
+from outlast.http.sse import SSE_CONTENT, stream_response
 from outlast.http.views import run_view
 from outlast.store.base import FINAL, RunRecord
 
@@ -27,24 +27,24 @@ async def _run(engine: EngineDep, owner: str, run_id: str) -> RunRecord:
 
 
 @router.get("/runs/{run_id}", summary="A run's record")
-async def get_run(run_id: str, engine: EngineDep, owner: Owner) -> dict[str, Any]:
+async def get_run(run_id: RunId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
     run = await _run(engine, owner, run_id)
     return run_view(run, await engine.store.interrupts(rid=run.rid))
 
 
 @router.get("/runs/{run_id}/events", summary="Replay and follow a run's events (SSE)",
-            response_model=None,
-            responses={200: {"content": {"text/event-stream": {}}}})
+            response_model=None, response_class=EventSourceResponse,
+            responses={200: {"description": "AG-UI event stream", "content": SSE_CONTENT}})
 async def run_events(
-    run_id: str, engine: EngineDep, owner: Owner,
+    run_id: RunId, engine: EngineDep, owner: Owner,
     after: str | None = Query(default=None, max_length=20),
     follow: bool = Query(default=True),
     protocol_version: str | None = Query(default=None, alias="protocolVersion", max_length=20),
     last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
 ) -> EventSourceResponse:
     run = await _run(engine, owner, run_id)
-    start = parse_seq(last_event_id, "Last-Event-ID") if last_event_id else \
-        parse_seq(after, "after")
+    what = "Last-Event-ID" if last_event_id else "after"
+    start = check_after(parse_seq(last_event_id or after, what), run.last_seq, what)
     version = protocol_version or run.input.get("protocolVersion")
     stream = RunStream(engine, run, legacy=is_legacy(version))
     return stream_response(stream.frames(start, follow=follow),
@@ -53,9 +53,11 @@ async def run_events(
 
 
 @router.post("/runs/{run_id}/cancel", summary="Stop a run (idempotent)", response_model=None,
-             responses={200: {"description": "final"}, 202: {"description": "cancelling"}})
+             responses={200: {"description": "final"},
+                        202: {"description": "cancelling",
+                              "content": {"application/json": {"schema": {"type": "object"}}}}})
 async def cancel_run(
-    run_id: str, engine: EngineDep, owner: Owner,
+    run_id: RunId, engine: EngineDep, owner: Owner,
     wait: bool = Query(default=False),
 ) -> JSONResponse:
     check_id(run_id, "runId", engine.settings.max_id_length)

@@ -12,8 +12,8 @@ from outlast.engine.runtime import RunOptions
 from outlast.engine.streams import RunStream, is_legacy
 from outlast.errors import InvalidRequest, ThreadNotFound
 from outlast.http.body import read_json
-from outlast.http.deps import EngineDep, Owner, check_id
-from outlast.http.sse import stream_response
+from outlast.http.deps import ID_DOC, EngineDep, Owner, ThreadId, check_id
+from outlast.http.sse import SSE_CONTENT, stream_response
 from outlast.http.views import run_view, thread_summary, thread_view
 from outlast.store.base import ThreadRecord
 
@@ -55,21 +55,19 @@ async def list_threads(
 
 
 @router.get("/threads/{thread_id}", summary="A thread's snapshot and active run")
-async def get_thread(thread_id: str, engine: EngineDep, owner: Owner) -> dict[str, Any]:
-    thread = await _thread(engine, owner, thread_id)
-    # Active run first: a snapshot read after it is at least as new (G5).
-    active = await engine.store.active_runs(thread.tid)
-    snap = await engine.store.get_snapshot(thread.tid)
-    interrupts = await engine.store.interrupts(tid=thread.tid, pending=True)
-    thread = await engine.store.get_thread(owner, thread_id) or thread
-    running = [r for r in active if r.status == "running"]
-    current = (running or active)[0] if active else None
-    return thread_view(thread, snap, interrupts, current)
+async def get_thread(thread_id: ThreadId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
+    check_id(thread_id, "threadId", engine.settings.max_id_length)
+    view = await engine.store.thread_view(owner, thread_id)
+    if view is None:
+        raise ThreadNotFound("thread not found", threadId=thread_id)
+    running = [r for r in view.active if r.status == "running"]
+    current = (running or view.active)[0] if view.active else None
+    return thread_view(view.thread, view.snapshot, view.interrupts, current)
 
 
 @router.get("/threads/{thread_id}/runs", summary="A thread's runs, newest first")
 async def list_thread_runs(
-    thread_id: str, engine: EngineDep, owner: Owner,
+    thread_id: ThreadId, engine: EngineDep, owner: Owner,
     limit: int = Query(default=50, ge=1, le=500),
     before: str | None = Query(default=None, max_length=200),
 ) -> dict[str, Any]:
@@ -86,7 +84,7 @@ async def list_thread_runs(
 
 
 @router.delete("/threads/{thread_id}", status_code=204, summary="Delete a thread")
-async def delete_thread(thread_id: str, engine: EngineDep, owner: Owner) -> Response:
+async def delete_thread(thread_id: ThreadId, engine: EngineDep, owner: Owner) -> Response:
     check_id(thread_id, "threadId", engine.settings.max_id_length)
     await engine.store.delete_thread(owner, thread_id)
     return Response(status_code=204)
@@ -96,21 +94,25 @@ RESUME_BODY = {
     "requestBody": {"required": True, "content": {"application/json": {"schema": {
         "type": "object", "required": ["resume"],
         "properties": {
-            "resume": {"type": "array", "items": {
+            "resume": {"type": "array", "minItems": 1, "items": {
                 "type": "object", "required": ["interruptId", "status"],
-                "properties": {"interruptId": {"type": "string"},
+                "properties": {"interruptId": {"type": "string", **ID_DOC},
                                "status": {"type": "string", "enum": ["resolved", "cancelled"]},
                                "payload": {}}}},
-            "runId": {"type": "string"}, "forwardedProps": {},
+            "runId": {"type": "string", **ID_DOC}, "forwardedProps": {},
         }}}}},
 }
 
 
 @router.post("/threads/{thread_id}/resume", summary="Answer the thread's pending interrupts",
-             openapi_extra=RESUME_BODY, response_model=None)
+             openapi_extra=RESUME_BODY, response_model=None,
+             responses={200: {"description": "The continuation run, or its SSE stream when "
+                                             "`Accept: text/event-stream`",
+                              "content": SSE_CONTENT}})
 async def resume_thread(
-    thread_id: str, request: Request, engine: EngineDep, owner: Owner,
-    idempotency_key: str | None = Header(default=None, alias="Idempotency-Key"),
+    thread_id: ThreadId, request: Request, engine: EngineDep, owner: Owner,
+    idempotency_key: str | None = Header(default=None, alias="Idempotency-Key",
+                                         json_schema_extra=ID_DOC),
     accept: str | None = Header(default=None),
 ) -> dict[str, Any] | EventSourceResponse:
     s = engine.settings

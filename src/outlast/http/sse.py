@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 log = logging.getLogger("outlast.http")
+
+# How the OpenAPI document describes a stream: before OpenAPI 3.2 (``itemSchema``), the
+# ``schema`` of text/event-stream describes each event. ``data`` is one AG-UI event.
+SSE_CONTENT: dict[str, Any] = {"text/event-stream": {"schema": {
+    "type": "object",
+    "properties": {"data": {"type": "string", "contentMediaType": "application/json"},
+                   "id": {"type": "string", "pattern": "^[0-9]+$"},
+                   "event": {"type": "string"}, "retry": {"type": "integer"}},
+}}}
 
 
 def keepalive() -> ServerSentEvent:

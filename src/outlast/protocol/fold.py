@@ -283,7 +283,9 @@ class ThreadFold(MessageIndex):
         try:
             self.state = apply_json_patch(self.state, delta)
         except PATCH_ERRORS as exc:
-            log.warning("STATE_DELTA not applied: %s", exc)
+            # The error's text quotes the state: only its kind at the default level.
+            log.warning("STATE_DELTA not applied (%s)", type(exc).__name__)
+            log.debug("STATE_DELTA not applied: %s", exc)
             return
         self._state_changed = True
 
@@ -374,7 +376,10 @@ class ThreadFold(MessageIndex):
         try:
             patched = apply_json_patch({} if content is None else content, event.get("patch") or [])
         except PATCH_ERRORS as exc:
-            log.warning("ACTIVITY_DELTA for %r not applied: %s", event["messageId"], exc)
+            # The error's text quotes the message's content: only its kind by default.
+            log.warning("ACTIVITY_DELTA for %r not applied (%s)", event["messageId"],
+                        type(exc).__name__)
+            log.debug("ACTIVITY_DELTA for %r not applied: %s", event["messageId"], exc)
             return
         message["content"] = patched
         message["activityType"] = event["activityType"]

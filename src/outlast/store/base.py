@@ -130,6 +130,16 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
+class ThreadView:
+    """A thread as one consistent read: record, snapshot, pending interrupts, active runs."""
+
+    thread: ThreadRecord
+    snapshot: Snapshot
+    interrupts: list[InterruptRecord]
+    active: list[RunRecord]
+
+
+@dataclass(frozen=True)
 class StoredEvent:
     """One committed event: its ``seq``, whether the run was at a boundary after it, its JSON."""
 
@@ -270,6 +280,11 @@ class Store(ABC):
     @abstractmethod
     async def get_snapshot(self, tid: int) -> Snapshot:
         """A thread's latest snapshot."""
+
+    @abstractmethod
+    async def thread_view(self, owner: str, thread_id: str) -> ThreadView | None:
+        """A thread's record, snapshot, pending interrupts and active runs, read in one
+        transaction so that they agree with each other (G5)."""
 
     @abstractmethod
     async def delete_thread(self, owner: str, thread_id: str) -> None:

@@ -62,7 +62,13 @@ class _Conn:
             return cur.rowcount
 
     async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        await self._db.executemany(self._q[name].sql, [self._params(name, r) for r in rows])
+        query = self._q[name]
+        if rows and isinstance(rows[0], dict) and all(k in rows[0] for k in query.params):
+            # Rows built for this query (a batch of events is the write hot path): bind
+            # them as they are instead of copying each one.
+            await self._db.executemany(query.sql, rows)
+            return
+        await self._db.executemany(query.sql, [self._params(name, r) for r in rows])
 
 
 class SQLiteStore(SqlStore):

@@ -37,6 +37,7 @@ from outlast.store.base import (
     Store,
     StoredEvent,
     ThreadRecord,
+    ThreadView,
 )
 
 Row = Mapping[str, Any]
@@ -87,6 +88,13 @@ class SqlStore(Store):
         raise AssertionError("unreachable")
 
     async def _admit(self, c: Conn, req: AdmitRequest) -> AdmitResult:
+        # G3 across processes: take the thread's row lock before reading anything,
+        # so a concurrent duplicate sees the winner's idempotency record and attaches.
+        await c.run("thread_insert", owner=req.owner, id=req.thread_id, title=req.title,
+                    now=req.now)
+        thread = await c.one("thread_lock", owner=req.owner, id=req.thread_id)
+        assert thread is not None
+        tid = thread["tid"]
         idem = await c.one("idempotency_get", owner=req.owner, key=req.key)
         if idem is not None:
             row = await c.one("run_get_rid", rid=idem["rid"])
@@ -102,11 +110,6 @@ class SqlStore(Store):
                 "this runId is already used by another request; choose a new runId",
                 runId=req.run_id,
             )
-        await c.run("thread_insert", owner=req.owner, id=req.thread_id, title=req.title,
-                    now=req.now)
-        thread = await c.one("thread_lock", owner=req.owner, id=req.thread_id)
-        assert thread is not None
-        tid = thread["tid"]
         pending = [InterruptRecord.from_row(r)
                    for r in await c.all("interrupts_pending_for_thread", tid=tid)]
         answers = {a.interrupt_id: a for a in req.resume}
@@ -192,8 +195,27 @@ class SqlStore(Store):
     async def get_snapshot(self, tid: int) -> Snapshot:
         async with self._read() as c:
             # One read transaction: messages and coordinate agree (G5).
-            thread = await c.one("thread_get_tid", tid=tid)
-            rows = await c.all("messages_list", tid=tid)
+            return await self._snapshot(c, tid)
+
+    async def thread_view(self, owner: str, thread_id: str) -> ThreadView | None:
+        async with self._read() as c:
+            row = await c.one("thread_get", owner=owner, id=thread_id)
+            if row is None:
+                return None
+            tid = row["tid"]
+            return ThreadView(
+                thread=ThreadRecord.from_row(row),
+                snapshot=await self._snapshot(c, tid),
+                interrupts=[InterruptRecord.from_row(r)
+                            for r in await c.all("interrupts_pending_for_thread", tid=tid)
+                            if r["status"] == "pending"],
+                active=[RunRecord.from_row(r)
+                        for r in await c.all("runs_active_for_thread", tid=tid)],
+            )
+
+    async def _snapshot(self, c: Conn, tid: int) -> Snapshot:
+        thread = await c.one("thread_get_tid", tid=tid)
+        rows = await c.all("messages_list", tid=tid)
         if thread is None:
             raise ThreadNotFound("thread not found")
         return Snapshot(

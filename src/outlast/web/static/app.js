@@ -304,10 +304,28 @@ var ApiError = class extends Error {
   code;
   detail;
 };
+var TOKEN_KEY = "outlast.token";
+function token() {
+  return localStorage.getItem(TOKEN_KEY) ?? "";
+}
+function setToken(value) {
+  if (value.trim()) localStorage.setItem(TOKEN_KEY, value.trim());
+  else localStorage.removeItem(TOKEN_KEY);
+}
+function takeTokenFromLocation() {
+  const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  if (!match) return;
+  setToken(decodeURIComponent(match[1]));
+  history.replaceState(history.state, "", location.pathname + location.search);
+}
+function authHeaders() {
+  const value = token();
+  return value ? { Authorization: `Bearer ${value}` } : {};
+}
 async function call(method, path, body2) {
   const response = await fetch(path, {
     method,
-    headers: body2 === void 0 ? {} : { "Content-Type": "application/json" },
+    headers: body2 === void 0 ? authHeaders() : { ...authHeaders(), "Content-Type": "application/json" },
     body: body2 === void 0 ? void 0 : JSON.stringify(body2)
   });
   const text = await response.text();
@@ -364,7 +382,7 @@ function cancelRun(runId) {
 }
 async function runEvents(runId) {
   const response = await fetch(`/runs/${enc(runId)}/events?after=0&follow=false`, {
-    headers: { Accept: "text/event-stream" }
+    headers: { ...authHeaders(), Accept: "text/event-stream" }
   });
   if (!response.ok || !response.body) throw new ApiError(response.status, "http", response.statusText);
   const frames = [];
@@ -782,6 +800,7 @@ var AGENT = params.get("agent") ?? "demo";
 var el = {
   threads: $("#threads"),
   newThread: $("#new-thread"),
+  token: $("#token"),
   title: $("#thread-title"),
   connection: $("#connection"),
   status: $("#run-status"),
@@ -838,6 +857,7 @@ var App = class {
     });
     el.stop.addEventListener("click", () => void this.stop());
     el.newThread.addEventListener("click", () => this.open(null));
+    el.token.addEventListener("click", () => this.askToken());
     window.addEventListener("popstate", () => this.open(new URLSearchParams(location.search).get("thread"), false));
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible") this.catchUp(5e3);
@@ -879,7 +899,7 @@ var App = class {
     }
   }
   createAgent(threadId) {
-    const agent = new ResumableHttpAgent({ url: `/agents/${encodeURIComponent(AGENT)}`, threadId });
+    const agent = new ResumableHttpAgent({ url: `/agents/${encodeURIComponent(AGENT)}`, threadId, headers: authHeaders() });
     const mine = () => this.agent === agent;
     agent.onConnectionChange = (c) => mine() && this.onConnection(c);
     agent.onFrame = (f) => mine() && this.onFrame(f);
@@ -1093,6 +1113,13 @@ var App = class {
       this.showError(error);
     }
   }
+  /** The server answers 401 without a (valid) token: ask for one, keep it, start over. */
+  askToken() {
+    const value = prompt("Access token for this server (empty to forget it):", token());
+    if (value === null) return;
+    setToken(value);
+    location.reload();
+  }
   showError(error) {
     this.error = errorMessage(error);
     this.render();
@@ -1173,8 +1200,11 @@ function isNotFound(error) {
   return (error instanceof StreamHttpError || error instanceof ApiError) && error.status === 404;
 }
 function errorMessage(error) {
+  const unauthorized = (error instanceof StreamHttpError || error instanceof ApiError) && error.status === 401;
+  if (unauthorized) return `${error.message} \u2014 set an access token with the key button`;
   if (error instanceof ApiError) return `${error.code}: ${error.message}`;
   if (error instanceof Error) return error.message;
   return String(error);
 }
+takeTokenFromLocation();
 new App().start();

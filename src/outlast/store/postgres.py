@@ -1,0 +1,278 @@
+"""The shared store: PostgreSQL through an asyncpg pool, for several processes.
+
+Every decision that must hold across processes is made by the database: row
+locks serialize admissions per thread (G3), lease claims are single statements
+with ``FOR UPDATE SKIP LOCKED`` (G8), fenced appends match only the lease holder
+(G2). LISTEN/NOTIFY carries wake-ups between processes; they are hints only,
+the log stays the source of truth (readers re-read it, and poll when no hint
+comes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import asyncpg
+
+from outlast.store.base import (
+    AdmitRequest,
+    AdmitResult,
+    RunRecord,
+    RunWrite,
+)
+from outlast.store.sql import load_queries, migrations
+from outlast.store.sqlstore import Row, SqlStore, UniqueViolation
+
+log = logging.getLogger("outlast.store.postgres")
+
+T = TypeVar("T")
+
+CHANNELS = ("outlast_events", "outlast_cancel", "outlast_work")
+# pg_advisory_lock key that serializes migrations of processes starting at once.
+MIGRATION_LOCK = 0x6F75746C617374
+DEADLOCK_RETRIES = 5
+LISTEN_PING = 10.0
+LISTEN_APPLICATION = "outlast-listen"  # how the LISTEN connection shows in pg_stat_activity
+
+
+class _Conn:
+    """Named-query adapter over one asyncpg connection inside a transaction."""
+
+    def __init__(self, con: asyncpg.Connection) -> None:
+        self._con = con
+        self._q = load_queries("postgres")
+
+    def _args(self, name: str, params: Mapping[str, Any]) -> list[Any]:
+        return [params.get(k) for k in self._q[name].params]
+
+    async def one(self, name: str, **params: Any) -> Row | None:
+        row = await self._con.fetchrow(self._q[name].sql, *self._args(name, params))
+        return None if row is None else dict(row)
+
+    async def all(self, name: str, **params: Any) -> list[Row]:
+        rows = await self._con.fetch(self._q[name].sql, *self._args(name, params))
+        return [dict(r) for r in rows]
+
+    async def run(self, name: str, **params: Any) -> int:
+        status: str = await self._con.execute(self._q[name].sql, *self._args(name, params))
+        tail = status.rsplit(" ", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
+    async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            await self._con.executemany(self._q[name].sql,
+                                        [self._args(name, r) for r in rows])
+
+
+class PostgresStore(SqlStore):
+    """Store over one PostgreSQL database shared by any number of ``outlast serve`` processes."""
+
+    dialect = "postgres"
+
+    def __init__(self, url: str, *, min_size: int = 2, max_size: int = 20) -> None:
+        super().__init__()
+        self.url = url
+        self._min_size = min_size
+        self._max_size = max_size
+        self._pool: asyncpg.Pool | None = None
+        self._closing = False
+        self._listener: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+        self._inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._outbox: list[tuple[str, str, asyncio.Future[None]]] = []
+        self._sender: asyncio.Task[None] | None = None
+
+    @property
+    def exclusive(self) -> bool:
+        """False: other processes may hold leases; take runs over only after their TTL."""
+        return False
+
+    # -- lifecycle --------------------------------------------------------
+    async def open(self) -> None:
+        self._closing = False
+        self._pool = await asyncpg.create_pool(self.url, min_size=self._min_size,
+                                               max_size=self._max_size)
+        await self._migrate()
+        self._dispatcher = asyncio.create_task(self._dispatch_loop(), name="outlast-pg-dispatch")
+        self._listener = asyncio.create_task(self._listen_loop(), name="outlast-pg-listen")
+        # Listen before serving, so no hint sent after start-up is missed.
+        listening = asyncio.create_task(self._listening.wait())
+        await asyncio.wait({listening, self._listener}, timeout=30,
+                           return_when=asyncio.FIRST_COMPLETED)
+        listening.cancel()
+        if not self._listening.is_set():
+            await self.close()
+            raise ConnectionError("could not LISTEN on the PostgreSQL store")
+
+    async def _migrate(self) -> None:
+        # An advisory lock, so several processes starting at once apply each
+        # migration exactly once.
+        assert self._pool is not None
+        async with self._pool.acquire() as con:
+            await con.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
+            try:
+                await con.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                    "applied_at DOUBLE PRECISION NOT NULL DEFAULT extract(epoch FROM now()))")
+                current = await con.fetchval(
+                    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+                for version, script in migrations("postgres"):
+                    if version <= current:
+                        continue
+                    async with con.transaction():
+                        await con.execute(script)
+                        await con.execute(
+                            "INSERT INTO schema_migrations (version) VALUES ($1)", version)
+            finally:
+                await con.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._sender is not None:
+            with contextlib.suppress(Exception):
+                await self._sender
+        for task in (self._listener, self._dispatcher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._listener = self._dispatcher = None
+        self._listening.clear()
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def ping(self) -> None:
+        async with self._read() as c:
+            await c.one("schema_version_get")
+
+    # -- transactions -----------------------------------------------------
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[_Conn]:
+        assert self._pool is not None, "store is not open"
+        async with self._pool.acquire() as con:
+            try:
+                async with con.transaction():
+                    yield _Conn(con)
+            except asyncpg.UniqueViolationError as exc:
+                raise UniqueViolation(str(exc)) from exc
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[_Conn]:
+        assert self._pool is not None, "store is not open"
+        async with self._pool.acquire() as con, \
+                con.transaction(isolation="repeatable_read", readonly=True):
+            # One snapshot for every statement: a snapshot's messages and its
+            # coordinate agree (G5).
+            yield _Conn(con)
+
+    async def _retrying(self, op: Callable[[], Awaitable[T]]) -> T:
+        """Re-run a whole transaction PostgreSQL aborted to break a lock cycle."""
+        for attempt in range(DEADLOCK_RETRIES):
+            try:
+                return await op()
+            except asyncpg.TransactionRollbackError:
+                if attempt == DEADLOCK_RETRIES - 1:
+                    raise
+                log.info("transaction rolled back by a lock conflict; retrying")
+        raise AssertionError("unreachable")
+
+    # Row locks are taken in one order (see queries.sql), so lock cycles are not
+    # expected; should PostgreSQL still abort a transaction to break one, the
+    # whole transaction runs again.
+    async def admit(self, req: AdmitRequest) -> AdmitResult:
+        return await self._retrying(lambda: SqlStore.admit(self, req))
+
+    async def write(self, batch: list[RunWrite]) -> set[int]:
+        # Runs in rid order: the order the heartbeat's renewal locks them in.
+        ordered = sorted(batch, key=lambda w: w.rid)
+        return await self._retrying(lambda: SqlStore.write(self, ordered))
+
+    async def claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
+        return await self._retrying(lambda: SqlStore.claim_queued(self, instance, ttl, limit))
+
+    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any]) -> bool:
+        return await self._retrying(lambda: SqlStore.cancel_queued(self, rid, events, outcome))
+
+    # -- notifications ----------------------------------------------------
+    async def notify(self, channel: str, payload: str) -> None:
+        """``pg_notify`` to every process; hints sent together go in one round trip."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._outbox.append((channel, payload, fut))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_notifications(),
+                                               name="outlast-pg-notify")
+        await asyncio.shield(fut)
+
+    async def _send_notifications(self) -> None:
+        while self._outbox:
+            batch, self._outbox = self._outbox, []
+            try:
+                if self._pool is None:
+                    raise ConnectionError("store is closed")
+                await self._pool.execute(
+                    "SELECT pg_notify(n.channel, n.payload) "
+                    "FROM unnest($1::text[], $2::text[]) AS n(channel, payload)",
+                    [c for c, _, _ in batch], [p for _, p, _ in batch])
+            except Exception as exc:
+                # Hints only: a reader that misses one re-reads the log on its next poll.
+                log.warning("could not send %d notifications: %s", len(batch), exc)
+            for _, _, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def _on_notification(self, _con: Any, _pid: int, channel: str, payload: str) -> None:
+        self._inbox.put_nowait((channel, payload))
+
+    async def _dispatch_loop(self) -> None:
+        # One consumer: hints reach the engine in the order the database sent them.
+        while True:
+            channel, payload = await self._inbox.get()
+            try:
+                await self._dispatch(channel, payload)
+            except Exception:
+                log.exception("handling notification %s failed", channel)
+
+    async def _listen_loop(self) -> None:
+        """Keep one connection LISTENing; reconnect when it drops."""
+        delay = 0.1
+        first = True
+        while not self._closing:
+            con: asyncpg.Connection | None = None
+            try:
+                con = await asyncpg.connect(
+                    self.url, server_settings={"application_name": LISTEN_APPLICATION})
+                lost = asyncio.Event()
+                con.add_termination_listener(lambda _c, lost=lost: lost.set())
+                for channel in CHANNELS:
+                    await con.add_listener(channel, self._on_notification)
+                self._listening.set()
+                delay = 0.1
+                if not first:
+                    # Hints sent while we were away are gone: wake the scheduler;
+                    # streams re-read the log on their own.
+                    log.warning("LISTEN connection restored")
+                    self._inbox.put_nowait(("outlast_work", ""))
+                first = False
+                while not lost.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(lost.wait(), LISTEN_PING)
+                    if not lost.is_set():
+                        await asyncio.wait_for(con.execute("SELECT 1"), LISTEN_PING)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("LISTEN connection failed (%s); reconnecting", exc)
+            finally:
+                if con is not None and not con.is_closed():
+                    con.terminate()
+            if self._closing:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)

@@ -1,0 +1,122 @@
+"""Agents and helpers for the access-control and hostile-input tests.
+
+The agents are registered on a real server with ``--agent name=module:factory``
+(the subprocess needs ``HOSTILE_ENV``); ``dump_store`` reads the server's SQLite
+file directly, so a test can prove a refused request changed nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from outlast.agents.base import Agent, Capabilities
+from outlast.config import Settings
+from outlast.engine.context import RunContext
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOSTILE_ENV = {"PYTHONPATH": str(REPO_ROOT)}
+BLOAT_AGENT = "bloat=tests.support.hostile_agents:bloat"
+QUICK_AGENT = "quick=tests.support.hostile_agents:quick"
+PATCHY_AGENT = "patchy=tests.support.hostile_agents:patchy"
+
+
+async def _say(ctx: RunContext, text: str) -> None:
+    message_id = ctx.new_id("msg")
+    await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"})
+    await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
+    await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": message_id})
+
+
+class BloatAgent(Agent):
+    """Says one sentence, then opens a message and emits one delta of
+    ``forwardedProps.bloat.bytes`` characters (default 64 KiB)."""
+
+    capabilities = Capabilities(description="Emits one oversized event.")
+
+    async def run(self, ctx: RunContext) -> None:
+        await _say(ctx, "about to say far too much")
+        props: Any = ctx.forwarded_props
+        size = 64 << 10
+        if isinstance(props, dict) and isinstance(props.get("bloat"), dict):
+            size = int(props["bloat"].get("bytes", size))
+        message_id = ctx.new_id("msg")
+        await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": message_id,
+                        "role": "assistant"})
+        await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id,
+                        "delta": "x" * size})
+        await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": message_id})
+
+
+class QuickAgent(Agent):
+    """Answers at once with one short message, whatever the input."""
+
+    capabilities = Capabilities(description="Answers at once.")
+
+    async def run(self, ctx: RunContext) -> None:
+        await _say(ctx, "done")
+
+
+class PatchyAgent(Agent):
+    """Puts the last user message into shared state, then sends state patches that
+    cannot apply (a failed ``test``, a missing member): the engine logs and drops them."""
+
+    capabilities = Capabilities(description="Sends patches that do not apply.")
+
+    async def run(self, ctx: RunContext) -> None:
+        text = next((m.get("content") for m in reversed(ctx.messages)
+                     if m.get("role") == "user"), "")
+        await ctx.emit({"type": "STATE_SNAPSHOT", "snapshot": {"note": text}})
+        await ctx.emit({"type": "STATE_DELTA",
+                        "delta": [{"op": "test", "path": "/note", "value": "other"}]})
+        await ctx.emit({"type": "STATE_DELTA",
+                        "delta": [{"op": "remove", "path": "/missing/member"}]})
+        await _say(ctx, "patched")
+
+
+def bloat(settings: Settings) -> Agent:
+    """``--agent bloat=tests.support.hostile_agents:bloat``."""
+    return BloatAgent()
+
+
+def quick(settings: Settings) -> Agent:
+    """``--agent quick=tests.support.hostile_agents:quick``."""
+    return QuickAgent()
+
+
+Dump = dict[str, list[tuple[Any, ...]]]
+
+
+def dump_store(data_dir: Path, owner: str | None = None) -> Dump:
+    """Every row of every table of the server's SQLite store, in a stable order; with
+    ``owner``, only the rows that belong to that principal (directly, or through one
+    of its threads or runs)."""
+    db = sqlite3.connect(f"file:{data_dir / 'outlast.db'}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name")]
+        tids = {r[0] for r in db.execute("SELECT tid FROM threads WHERE owner = ?", (owner,))}
+        rids = {r[0] for r in db.execute("SELECT rid FROM runs WHERE owner = ?", (owner,))}
+        dump: Dump = {}
+        for table in tables:
+            columns = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
+            order = ", ".join(f'"{c}"' for c in columns)
+            rows = list(db.execute(f'SELECT * FROM "{table}" ORDER BY {order}'))
+            if owner is not None:
+                if "owner" in columns:
+                    rows = [r for r in rows if r[columns.index("owner")] == owner]
+                elif "tid" in columns:
+                    rows = [r for r in rows if r[columns.index("tid")] in tids]
+                elif "rid" in columns:
+                    rows = [r for r in rows if r[columns.index("rid")] in rids]
+            dump[table] = rows
+        return dump
+    finally:
+        db.close()
+
+
+def patchy(settings: Settings) -> Agent:
+    """``--agent patchy=tests.support.hostile_agents:patchy``."""
+    return PatchyAgent()

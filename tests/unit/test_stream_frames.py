@@ -1,0 +1,106 @@
+"""SSE frame encoding, the pre-1.0 cancelled ending, and the bounded live feed (G10)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from outlast.engine.hub import CACHE_EVENTS, Hub, RunFeed
+from outlast.engine.streams import frame, is_legacy, legacy_body
+from outlast.store.base import StoredEvent
+from tests.support.server import parse_sse
+
+
+def stored(seq: int) -> StoredEvent:
+    return StoredEvent(seq, False, json.dumps({"type": "TEXT_MESSAGE_CONTENT",
+                                               "messageId": "m", "delta": str(seq)}))
+
+
+def test_frames_carry_the_seq_as_id_and_synthesized_frames_none() -> None:
+    body = '{"type":"RUN_STARTED","threadId":"t","runId":"r"}'
+    assert frame(7, body) == f"id: 7\ndata: {body}\n\n"
+    assert frame(None, body) == f"data: {body}\n\n"
+    [logged, synthesized] = parse_sse(frame(7, body) + ": keepalive\n\n" + frame(None, body))
+    assert (logged.id, synthesized.id) == (7, None)
+    assert logged.event == synthesized.event == json.loads(body)
+
+
+def test_a_cancelled_run_ends_with_run_error_for_clients_before_1_0() -> None:
+    cancelled = json.dumps({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+                            "outcome": {"type": "cancelled"}, "timestamp": 5})
+    legacy = json.loads(legacy_body(cancelled))
+    assert legacy["type"] == "RUN_ERROR"
+    assert legacy["code"] == "cancelled" and legacy["timestamp"] == 5
+    assert legacy["message"]
+    # Anything else passes unchanged, even when it mentions cancellation.
+    for body in (
+        json.dumps({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}),
+        json.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m",
+                    "delta": "RUN_FINISHED was cancelled"}),
+        json.dumps({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+                    "outcome": {"type": "interrupt", "interrupts": [],
+                                "note": "cancelled"}}),
+    ):
+        assert legacy_body(body) == body
+
+
+def test_clients_without_a_1_x_protocol_version_are_legacy() -> None:
+    assert is_legacy(None) and is_legacy("") and is_legacy("0.3.1")
+    assert not is_legacy("1.0") and not is_legacy("1.2.3") and not is_legacy("2")
+
+
+def test_the_live_cache_stays_bounded_however_many_events_pass() -> None:
+    feed = RunFeed()
+    total = CACHE_EVENTS * 20
+    for seq in range(1, total + 1):
+        feed.advance([stored(seq)], seq, False)
+    assert len(feed.cache) == CACHE_EVENTS
+    assert feed.last_seq == total
+    # Recent events come from the cache; older ones are the log's job (None).
+    tail = feed.cached_after(total - 10, 1000)
+    assert tail is not None and [e.seq for e in tail] == list(range(total - 9, total + 1))
+    assert feed.cached_after(total - CACHE_EVENTS - 1, 10) is None
+    assert feed.cached_after(total, 10) is None
+    page = feed.cached_after(total - CACHE_EVENTS, 5)
+    assert page is not None and [e.seq for e in page] == list(range(total - CACHE_EVENTS + 1,
+                                                                    total - CACHE_EVENTS + 6))
+
+
+def test_a_gap_in_published_events_restarts_the_cache() -> None:
+    feed = RunFeed()
+    feed.advance([stored(1), stored(2)], 2, False)
+    feed.advance([stored(5)], 5, False)  # 3 and 4 came from another process
+    assert [e.seq for e in feed.cache] == [5]
+    assert feed.cached_after(2, 10) is None  # the log has 3 and 4
+    assert [e.seq for e in feed.cached_after(4, 10) or []] == [5]
+
+
+async def test_waiting_on_a_feed_wakes_on_progress_and_is_immediate_when_behind() -> None:
+    feed = RunFeed()
+    await feed.wait(0, 0.01)  # nothing yet, and nothing comes: the timeout
+    waiter = asyncio.create_task(feed.wait(0, 5.0))
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    feed.advance([stored(1)], 1, False)
+    await waiter
+    assert time.monotonic() - started < 1.0
+    started = time.monotonic()
+    await feed.wait(0, 5.0)  # already past 0
+    await feed.wait(1, 0.01)  # not past 1: returns after its timeout
+    feed.advance([], 1, True)
+    await feed.wait(1, 5.0)  # final: returns at once
+    assert time.monotonic() - started < 1.0
+
+
+def test_the_hub_forgets_feeds_nobody_watches() -> None:
+    hub = Hub()
+    feed = hub.feed(1)
+    feed.watchers += 1
+    hub.release(1)
+    assert len(hub) == 1  # still watched
+    feed.watchers -= 1
+    hub.release(1)
+    assert len(hub) == 0
+    hub.hint(1, 3, False)  # a hint for a feed nobody holds creates nothing
+    assert len(hub) == 0
