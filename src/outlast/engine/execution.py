@@ -92,6 +92,7 @@ class RunExecution:
         self._pending_boundary: int | None = None
         self._last_snapshot = 0.0
         self._saved_session = ""
+        self._settled = False  # the run ended or was handed back: nothing left to do
         self.done = asyncio.Event()
 
     # -- control ----------------------------------------------------------
@@ -234,9 +235,28 @@ class RunExecution:
             log.warning("run %s: lease lost; this process stops writing to it", self.run.id)
         except Exception:
             log.exception("run %s: engine failure", self.run.id)
+            await self._give_up()
         finally:
             self.done.set()
             self.engine.execution_ended(self)
+
+    async def _give_up(self) -> None:
+        """An engine failure must not leave the run running forever (G8): end it
+        failed, or, if even that fails, let the lease go so another attempt (bounded
+        by max attempts) takes over."""
+        if self._settled or self.channel.fenced:
+            return
+        try:
+            await self._finish_failed("internal_error",
+                                      "The server failed while running this run.")
+            return
+        except Exception:
+            log.exception("run %s: could not end the run after an engine failure", self.run.id)
+        try:
+            await self.engine.store.expire_lease(self.run.rid, self.engine.instance,
+                                                 self.run.attempts)
+        except Exception:
+            log.exception("run %s: could not give up its lease", self.run.id)
 
     async def _main(self) -> None:
         await self._prepare()
@@ -356,6 +376,7 @@ class RunExecution:
         self._save_boundary(self.seq, force=True)
         self.engine.writer.finish(self.channel, fin)
         await self.engine.writer.flush(self.channel)
+        self._settled = not self.channel.fenced
         self.engine.metrics.finished.labels(fin.status).inc()
 
     async def _finish_succeeded(self) -> None:
@@ -409,6 +430,7 @@ class RunExecution:
         await self.engine.writer.flush(self.channel)
         await self.engine.store.release_lease(self.run.rid, self.engine.instance,
                                               self.run.attempts)
+        self._settled = True
         # Other processes on a shared store resume it now, not at their next look.
         await self.engine.store.notify("outlast_work", "")
 

@@ -343,6 +343,10 @@ class Store(ABC):
     async def release_lease(self, rid: int, instance: str, attempt: int) -> None:
         """Give up a lease so another process can resume the run at once."""
 
+    @abstractmethod
+    async def expire_lease(self, rid: int, instance: str, attempt: int) -> None:
+        """Give up a lease after a failure; the attempt counts (unlike ``release_lease``)."""
+
     # -- writing runs ----------------------------------------------------
     @abstractmethod
     async def write(self, batch: list[RunWrite]) -> set[int]:

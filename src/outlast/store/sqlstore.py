@@ -312,6 +312,10 @@ class SqlStore(Store):
         async with self._write() as c:
             await c.run("run_release_lease", rid=rid, instance=instance, attempt=attempt)
 
+    async def expire_lease(self, rid: int, instance: str, attempt: int) -> None:
+        async with self._write() as c:
+            await c.run("run_expire_lease", rid=rid, instance=instance, attempt=attempt)
+
     # -- writing runs ----------------------------------------------------
     async def write(self, batch: list[RunWrite]) -> set[int]:
         fenced: set[int] = set()

@@ -283,3 +283,9 @@ FOR SHARE;
 -- name: schema_version_get
 -- The applied schema version.
 SELECT MAX(version) AS version FROM schema_migrations;
+
+-- name: run_expire_lease
+-- Give a run up after an engine failure: it counts as an attempt, and any
+-- process (this one included) may take it over at once.
+UPDATE runs SET lease_owner = NULL, lease_expires_at = 0
+WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';
