@@ -264,7 +264,13 @@ class RunExecution:
             await self._finish_failed("crashed", "The server running this run stopped, and "
                                       "the run cannot be resumed.")
             return
-        if self.run.cancel_requested:
+        if not self.run.cancel_requested:
+            # A cancel that arrived between the claim and this start found no
+            # execution to stop: the flag in the store is the truth (G6).
+            current = await self.engine.store.get_run_by_rid(self.run.rid)
+            if current is not None and current.cancel_requested:
+                self.cancel_reason = "cancel"
+        if self.run.cancel_requested or self.cancel_reason == "cancel":
             await self._finish_cancelled()
             return
         resolutions = [

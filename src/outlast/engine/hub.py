@@ -13,7 +13,9 @@ from collections import deque
 
 from outlast.store.base import StoredEvent
 
-CACHE_EVENTS = 512
+# Covers the largest batch one run can commit (its execution waits for the writer past
+# 2,000 uncommitted events), so a subscriber at the live edge never reads the log.
+CACHE_EVENTS = 2048
 
 
 class RunFeed:

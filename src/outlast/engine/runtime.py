@@ -285,19 +285,22 @@ class Engine:
         interval = max(0.05, self.settings.lease_ttl / 3)
         while True:
             await asyncio.sleep(interval)
+            # Renew only what still executes here: a run whose execution ended without
+            # settling (a store outage, say) must expire so another attempt takes it (G8).
+            local = dict(self.executions)
             try:
                 held = {s.rid: s for s in await self.store.renew_leases(
-                    self.instance, self.settings.lease_ttl)}
+                    self.instance, self.settings.lease_ttl, list(local))}
             except Exception:
                 log.exception("lease renewal failed")
                 continue
-            for rid, ex in list(self.executions.items()):
+            for rid, ex in local.items():
+                if ex.done.is_set():
+                    continue
                 state = held.get(rid)
                 if state is None or state.attempt != ex.run.attempts:
-                    if not ex.done.is_set() and ex.channel.committed_seq >= 0:
-                        # Fencing: without the lease we must not write another byte.
-                        if ex.run.rid not in held:
-                            ex.stop("lease_lost")
+                    # Fencing: without the lease we must not write another byte.
+                    ex.stop("lease_lost")
                 elif state.cancel_requested:
                     ex.stop("cancel")
 

@@ -18,6 +18,7 @@ from outlast.protocol.fold import ThreadFold
 from outlast.store.base import FINAL, RunRecord, StoredEvent, ThreadRecord
 
 PAGE = 1000
+FIRST_PAGE = 100  # small, so a client that reattaches mid-log gets its first event sooner
 RETRY_MS = 1000
 
 
@@ -61,12 +62,12 @@ class RunStream:
             return "".join(frame(e.seq, legacy_body(e.body)) for e in events)
         return "".join(f"id: {e.seq}\ndata: {e.body}\n\n" for e in events)
 
-    async def _page(self, after: int) -> list[StoredEvent]:
+    async def _page(self, after: int, limit: int = PAGE) -> list[StoredEvent]:
         feed = self.engine.hub.feed(self.run.rid)
-        cached = feed.cached_after(after, PAGE)
+        cached = feed.cached_after(after, limit)
         if cached is not None:
             return cached
-        return await self.engine.store.read_events(self.run.rid, after, PAGE)
+        return await self.engine.store.read_events(self.run.rid, after, limit)
 
     async def reopen(self, after: int) -> list[str]:
         """Synthesized frames for a stream that starts after ``after`` (mid-run)."""
@@ -115,8 +116,10 @@ class RunStream:
                 return
             cursor = after
             poll = 1.0
+            limit = FIRST_PAGE
             while True:
-                page = await self._page(cursor)
+                page = await self._page(cursor, limit)
+                limit = PAGE
                 if page:
                     cursor = page[-1].seq
                     yield self._encode(page)

@@ -26,6 +26,8 @@ def merge_snapshots(snapshots: list[SnapshotWrite]) -> SnapshotWrite:
     """The boundary snapshots of one commit, oldest first: the last wins, changes
     accumulate. One pass at commit time (merging at every boundary instead costs
     quadratic time in the boundaries a busy run passes between two commits)."""
+    if len(snapshots) == 1:
+        return snapshots[0]
     upserts: dict[str, tuple[str, float, str]] = {}
     deletes: dict[str, None] = {}
     state_json = session_state_json = None

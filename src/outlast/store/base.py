@@ -336,8 +336,10 @@ class Store(ABC):
         """Take over running runs whose lease expired."""
 
     @abstractmethod
-    async def renew_leases(self, instance: str, ttl: float) -> list[LeaseState]:
-        """Extend this instance's leases; what comes back is what it still holds."""
+    async def renew_leases(self, instance: str, ttl: float,
+                           rids: list[int] | None = None) -> list[LeaseState]:
+        """Extend this instance's leases (only those of ``rids`` when given); what comes
+        back is what it still holds."""
 
     @abstractmethod
     async def release_lease(self, rid: int, instance: str, attempt: int) -> None:

@@ -106,6 +106,8 @@ class PostgresStore(SqlStore):
         await asyncio.wait({listening, self._listener}, timeout=30,
                            return_when=asyncio.FIRST_COMPLETED)
         listening.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listening
         if not self._listening.is_set():
             await self.close()
             raise ConnectionError("could not LISTEN on the PostgreSQL store")

@@ -302,9 +302,11 @@ class SqlStore(Store):
                                now=now, limit=limit, all_foreign=1 if all_foreign else 0)
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
 
-    async def renew_leases(self, instance: str, ttl: float) -> list[LeaseState]:
+    async def renew_leases(self, instance: str, ttl: float,
+                           rids: list[int] | None = None) -> list[LeaseState]:
         async with self._write() as c:
             rows = await c.all("run_renew_leases", instance=instance,
+                               rids=None if rids is None else json.dumps(rids),
                                expires=time.time() + ttl)
         return [LeaseState(r["rid"], r["attempts"], bool(r["cancel_requested"])) for r in rows]
 

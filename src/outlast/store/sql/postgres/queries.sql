@@ -157,10 +157,13 @@ WHERE runs.rid = picked.rid
 RETURNING runs.*;
 
 -- name: run_renew_leases
--- Heartbeat: extend every lease this instance holds; report cancel requests.
+-- Heartbeat: extend the leases this instance holds (only those of :rids, a JSON
+-- array, when given: runs it still executes); report cancel requests.
 -- Rows are locked in rid order, the order a write batch takes them in.
 WITH held AS (
     SELECT rid FROM runs WHERE lease_owner = :instance AND status = 'running'
+      AND (:rids::jsonb IS NULL
+           OR rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint))
     ORDER BY rid
     FOR NO KEY UPDATE)
 UPDATE runs SET lease_expires_at = :expires

@@ -143,9 +143,11 @@ WHERE rid IN (
 RETURNING *;
 
 -- name: run_renew_leases
--- Heartbeat: extend every lease this instance holds; report cancel requests.
+-- Heartbeat: extend the leases this instance holds (only those of :rids, a JSON
+-- array, when given: runs it still executes); report cancel requests.
 UPDATE runs SET lease_expires_at = :expires
 WHERE lease_owner = :instance AND status = 'running'
+  AND (:rids IS NULL OR rid IN (SELECT value FROM json_each(:rids)))
 RETURNING rid, attempts, cancel_requested;
 
 -- name: run_release_lease

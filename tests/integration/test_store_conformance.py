@@ -1,0 +1,756 @@
+"""The store interface, run unchanged against every backend (SQLite and PostgreSQL).
+
+``store`` is an opened store on a fresh file or database. ``peer`` is a second
+handle on the same data, as a second server process would hold it: for
+PostgreSQL a second pool and LISTEN connection on the same database; for
+SQLite, whose directory lock allows one process, the same handle. Tests that
+race use both, so on PostgreSQL the database alone has to keep the rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outlast.errors import (
+    IdempotencyConflict,
+    InterruptExpired,
+    InterruptNotPending,
+    LeaseLost,
+    ResumeIncomplete,
+    RunAlreadyActive,
+    RunIdConflict,
+    ThreadBusy,
+    ThreadNotFound,
+)
+from outlast.store.base import (
+    AdmitRequest,
+    FinishWrite,
+    ResumeAnswer,
+    RunRecord,
+    RunWrite,
+    SnapshotWrite,
+    Strategy,
+)
+from outlast.store.postgres import PostgresStore
+from outlast.store.sqlite import SQLiteStore
+from outlast.store.sqlstore import SqlStore
+
+OWNER = "alice"
+TTL = 30.0
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    if request.param == "sqlite":
+        return "sqlite", str(tmp_path / "outlast.db")
+    return "postgres", request.getfixturevalue("pg_url")
+
+
+def open_store(backend: tuple[str, str]) -> SqlStore:
+    kind, where = backend
+    if kind == "sqlite":
+        return SQLiteStore(where)
+    return PostgresStore(where, min_size=1, max_size=20)
+
+
+@pytest.fixture
+async def store(backend: tuple[str, str]) -> AsyncIterator[SqlStore]:
+    s = open_store(backend)
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+async def peer(backend: tuple[str, str], store: SqlStore) -> AsyncIterator[SqlStore]:
+    if backend[0] == "sqlite":
+        yield store
+        return
+    s = open_store(backend)
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+# -- helpers ----------------------------------------------------------------
+
+
+def request(thread: str = "t1", run: str = "r1", *, key: str | None = None,
+            body: str = "hello", strategy: Strategy = "reject",
+            resume: list[ResumeAnswer] | None = None, new_input: bool = True,
+            owner: str = OWNER, now: float | None = None) -> AdmitRequest:
+    payload = {"threadId": thread, "runId": run, "text": body}
+    return AdmitRequest(
+        owner=owner, thread_id=thread, run_id=run, agent="demo", key=key or run,
+        fingerprint=f"fp:{thread}:{run}:{body}", input_json=json.dumps(payload),
+        options_json=json.dumps({"multitask": strategy}), strategy=strategy,
+        resume=resume or [], has_new_input=new_input, title=f"title {thread}",
+        now=time.time() if now is None else now,
+    )
+
+
+async def admit_running(store: SqlStore, thread: str = "t1", run: str = "r1",
+                        instance: str = "A") -> RunRecord:
+    """Admit a run and lease it to ``instance``."""
+    result = await store.admit(request(thread, run))
+    claimed = await store.claim_queued(instance, TTL, 100)
+    assert result.run.rid in {r.rid for r in claimed}
+    return next(r for r in claimed if r.rid == result.run.rid)
+
+
+def events_for(run: RunRecord, start: int, n: int, boundary_every: int = 0
+               ) -> list[tuple[int, bool, str]]:
+    return [
+        (seq, bool(boundary_every) and seq % boundary_every == 0,
+         json.dumps({"type": "CUSTOM", "name": "n", "value": seq, "runId": run.id}))
+        for seq in range(start, start + n)
+    ]
+
+
+
+async def append(store: SqlStore, run: RunRecord, n: int, *, instance: str = "A",
+                 prev: int | None = None, attempt: int | None = None,
+                 boundary_every: int = 0) -> set[int]:
+    prev_seq = run.last_seq if prev is None else prev
+    return await store.write([RunWrite(
+        rid=run.rid, tid=run.tid, run_id=run.id,
+        attempt=run.attempts if attempt is None else attempt, instance=instance,
+        prev_seq=prev_seq, events=events_for(run, prev_seq + 1, n, boundary_every),
+    )])
+
+
+async def finish(store: SqlStore, run: RunRecord, status: str = "succeeded", *,
+                 instance: str = "A", interrupts: list[tuple[str, str, float | None]]
+                 | None = None) -> RunRecord:
+    current = await store.get_run_by_rid(run.rid)
+    assert current is not None
+    fenced = await store.write([RunWrite(
+        rid=run.rid, tid=run.tid, run_id=run.id, attempt=current.attempts, instance=instance,
+        prev_seq=current.last_seq,
+        events=[(current.last_seq + 1, True, '{"type":"RUN_FINISHED"}')],
+        finish=FinishWrite(status, outcome={"type": "success"} if status == "succeeded"
+                           else None, interrupts=interrupts or []),
+    )])
+    assert not fenced
+    done = await store.get_run_by_rid(run.rid)
+    assert done is not None
+    return done
+
+
+def interrupt(iid: str, expires: float | None = None) -> tuple[str, str, float | None]:
+    return iid, json.dumps({"id": iid, "reason": "tool_call"}), expires
+
+
+# -- admission ----------------------------------------------------------------
+
+
+async def test_admission_creates_a_queued_run_on_a_new_busy_thread(store: SqlStore) -> None:
+    result = await store.admit(request())
+    assert result.created and not result.superseded
+    run = result.run
+    assert (run.status, run.id, run.thread_id, run.agent) == ("queued", "r1", "t1", "demo")
+    assert run.attempts == 0 and run.last_seq == 0 and not run.cancel_requested
+    assert run.input == {"threadId": "t1", "runId": "r1", "text": "hello"}
+    thread = await store.get_thread(OWNER, "t1")
+    assert thread is not None and thread.status == "busy" and thread.title == "title t1"
+    assert thread.tid == run.tid
+    assert await store.get_thread("mallory", "t1") is None
+    assert (await store.get_run(OWNER, "r1")) == run
+    assert await store.get_run("mallory", "r1") is None
+    assert (await store.get_run_by_rid(run.rid)) == run
+    assert [r.id for r in await store.active_runs(run.tid)] == ["r1"]
+    assert [r.id for r in await store.list_runs(run.tid, 10, None)] == ["r1"]
+
+
+async def test_the_same_key_and_body_attaches_to_the_run(store: SqlStore) -> None:
+    first = await store.admit(request(key="k1"))
+    again = await store.admit(request(key="k1"))
+    assert not again.created and again.run.rid == first.run.rid
+    assert len(await store.list_runs(first.run.tid, 10, None)) == 1
+
+
+async def test_the_same_key_with_another_body_is_refused(store: SqlStore) -> None:
+    await store.admit(request(key="k1"))
+    with pytest.raises(IdempotencyConflict) as err:
+        await store.admit(request(key="k1", body="changed"))
+    assert err.value.fields["key"] == "k1"
+
+
+async def test_a_run_id_used_by_another_request_is_refused(store: SqlStore) -> None:
+    await store.admit(request("t1", "r1", key="k1"))
+    with pytest.raises(RunIdConflict) as err:
+        await store.admit(request("t2", "r1", key="k2"))
+    assert err.value.fields["runId"] == "r1"
+    # Nothing of the refused request stays behind.
+    assert await store.get_thread(OWNER, "t2") is None
+
+
+async def test_a_busy_thread_rejects_another_request(store: SqlStore) -> None:
+    await store.admit(request("t1", "r1"))
+    with pytest.raises(RunAlreadyActive) as err:
+        await store.admit(request("t1", "r2"))
+    assert err.value.fields["activeRunId"] == "r1"
+    assert await store.get_run(OWNER, "r2") is None
+
+
+async def test_enqueue_admits_a_queued_run_behind_the_active_one(store: SqlStore) -> None:
+    first = await store.admit(request("t1", "r1"))
+    second = await store.admit(request("t1", "r2", strategy="enqueue"))
+    assert second.created and second.run.status == "queued"
+    assert [r.id for r in await store.active_runs(first.run.tid)] == ["r1", "r2"]
+
+
+async def test_interrupt_strategy_marks_the_active_run_for_cancel(store: SqlStore) -> None:
+    running = await admit_running(store, "t1", "r1")
+    result = await store.admit(request("t1", "r2", strategy="interrupt"))
+    assert result.created and [r.id for r in result.superseded] == ["r1"]
+    old = await store.get_run_by_rid(running.rid)
+    assert old is not None and old.cancel_requested and old.status == "running"
+
+
+async def test_concurrent_identical_admissions_make_one_run(
+        store: SqlStore, peer: SqlStore) -> None:
+    handles = [store, peer] * 8
+    results = await asyncio.gather(*(h.admit(request("t1", "r1")) for h in handles))
+    assert sum(r.created for r in results) == 1
+    assert len({r.run.rid for r in results}) == 1
+    assert len(await store.list_runs(results[0].run.tid, 10, None)) == 1
+
+
+async def test_concurrent_different_requests_on_one_thread_admit_one(
+        store: SqlStore, peer: SqlStore) -> None:
+    handles = [store, peer] * 6
+
+    async def attempt(i: int) -> str:
+        try:
+            await handles[i].admit(request("t1", f"r{i}"))
+        except RunAlreadyActive:
+            return "rejected"
+        return "admitted"
+
+    outcomes = await asyncio.gather(*(attempt(i) for i in range(len(handles))))
+    assert sorted(outcomes).count("admitted") == 1
+    thread = await store.get_thread(OWNER, "t1")
+    assert thread is not None
+    assert len(await store.active_runs(thread.tid)) == 1
+
+
+# -- interrupts -----------------------------------------------------------------
+
+
+async def test_pending_interrupts_are_answered_exactly_once(store: SqlStore) -> None:
+    run = await admit_running(store, "t1", "r1")
+    done = await finish(store, run, "interrupted",
+                        interrupts=[interrupt("i-b"), interrupt("i-a")])
+    assert done.status == "interrupted"
+    thread = await store.get_thread(OWNER, "t1")
+    assert thread is not None and thread.status == "interrupted"
+    pending = await store.interrupts(tid=run.tid, pending=True)
+    assert [i.id for i in pending] == ["i-b", "i-a"]  # in the order raised
+    assert [i.id for i in await store.interrupts(rid=run.rid)] == ["i-b", "i-a"]
+    assert pending[0].run_id == "r1" and pending[0].body["reason"] == "tool_call"
+
+    with pytest.raises(ResumeIncomplete) as err:
+        await store.admit(request("t1", "r2"))
+    assert err.value.fields["missing"] == ["i-b", "i-a"]
+    with pytest.raises(ResumeIncomplete):
+        await store.admit(request("t1", "r2", resume=[ResumeAnswer("i-a", "resolved")]))
+    with pytest.raises(InterruptNotPending):
+        await store.admit(request("t1", "r2", resume=[
+            ResumeAnswer("i-a", "resolved"), ResumeAnswer("i-b", "resolved"),
+            ResumeAnswer("nope", "resolved")]))
+
+    cont = await store.admit(request("t1", "r2", new_input=False, resume=[
+        ResumeAnswer("i-a", "resolved", {"approved": True}),
+        ResumeAnswer("i-b", "cancelled")]))
+    assert cont.created
+    answered = {i.id: i for i in await store.resolved_by(cont.run.rid)}
+    assert set(answered) == {"i-a", "i-b"}
+    assert answered["i-a"].status == "resolved" and answered["i-b"].status == "cancelled"
+    assert answered["i-a"].resolution == {"status": "resolved", "payload": {"approved": True}}
+    assert answered["i-a"].answered_by == OWNER
+    assert answered["i-a"].continuation_rid == cont.run.rid
+    assert await store.interrupts(tid=run.tid, pending=True) == []
+
+    # Single use: a second answer (another request) finds nothing pending.
+    with pytest.raises(InterruptNotPending):
+        await store.admit(request("t1", "r3", strategy="enqueue", new_input=False,
+                                  resume=[ResumeAnswer("i-a", "resolved")]))
+
+
+async def test_an_expired_interrupt_can_only_be_cancelled(store: SqlStore) -> None:
+    run = await admit_running(store, "t1", "r1")
+    await finish(store, run, "interrupted", interrupts=[interrupt("i-1", time.time() - 5)])
+    with pytest.raises(InterruptExpired):
+        await store.admit(request("t1", "r2", new_input=False,
+                                  resume=[ResumeAnswer("i-1", "resolved")]))
+    cont = await store.admit(request("t1", "r2", new_input=False,
+                                     resume=[ResumeAnswer("i-1", "cancelled")]))
+    assert cont.created
+
+
+async def test_concurrent_answers_to_one_interrupt_admit_one(
+        store: SqlStore, peer: SqlStore) -> None:
+    run = await admit_running(store, "t1", "r1")
+    await finish(store, run, "interrupted", interrupts=[interrupt("i-1")])
+    handles = [store, peer] * 4
+
+    async def answer(i: int) -> str:
+        try:
+            await handles[i].admit(request("t1", f"c{i}", strategy="enqueue", new_input=False,
+                                           resume=[ResumeAnswer("i-1", "resolved")]))
+        except InterruptNotPending:
+            return "refused"
+        return "admitted"
+
+    outcomes = await asyncio.gather(*(answer(i) for i in range(len(handles))))
+    assert outcomes.count("admitted") == 1
+
+
+# -- leases -------------------------------------------------------------------
+
+
+async def test_claim_queued_starts_the_oldest_run_of_each_thread_only(store: SqlStore) -> None:
+    a1 = (await store.admit(request("ta", "a1"))).run
+    a2 = (await store.admit(request("ta", "a2", strategy="enqueue"))).run
+    b1 = (await store.admit(request("tb", "b1"))).run
+    claimed = await store.claim_queued("A", TTL, 10)
+    assert [r.id for r in claimed] == ["a1", "b1"]
+    assert all(r.status == "running" and r.lease_owner == "A" and r.attempts == 1
+               and r.started_at is not None for r in claimed)
+    assert await store.claim_queued("B", TTL, 10) == []  # one running run per thread
+    await finish(store, a1)
+    assert [r.id for r in await store.claim_queued("B", TTL, 10)] == ["a2"]
+    assert (await store.get_run_by_rid(b1.rid)).lease_owner == "A"  # type: ignore[union-attr]
+    assert a2.rid > a1.rid
+
+
+async def test_claim_queued_respects_the_limit(store: SqlStore) -> None:
+    for i in range(3):
+        await store.admit(request(f"t{i}", f"r{i}"))
+    assert [r.id for r in await store.claim_queued("A", TTL, 2)] == ["r0", "r1"]
+    assert [r.id for r in await store.claim_queued("A", TTL, 2)] == ["r2"]
+
+
+async def test_concurrent_claims_lease_each_run_once(store: SqlStore, peer: SqlStore) -> None:
+    for i in range(12):
+        await store.admit(request(f"t{i}", f"r{i}"))
+    batches = await asyncio.gather(*(
+        (store if i % 2 else peer).claim_queued(f"I{i}", TTL, 3) for i in range(8)))
+    claimed = [r.rid for batch in batches for r in batch]
+    assert len(claimed) == 12 and len(set(claimed)) == 12
+
+
+async def test_expired_leases_are_taken_over_once(store: SqlStore, peer: SqlStore) -> None:
+    run = (await store.admit(request())).run
+    [claimed] = await store.claim_queued("A", -1.0, 10)  # already expired
+    assert await store.claim_expired("B", TTL, 10, all_foreign=False) != []
+    taken = await store.get_run_by_rid(run.rid)
+    assert taken is not None and taken.lease_owner == "B" and taken.attempts == 2
+    assert claimed.attempts == 1
+    # B's lease is fresh: nobody takes it over without all_foreign.
+    assert await peer.claim_expired("C", TTL, 10) == []
+    # all_foreign: every run leased by another instance (the SQLite start-up path).
+    again = await peer.claim_expired("C", TTL, 10, all_foreign=True)
+    assert [r.rid for r in again] == [run.rid] and again[0].attempts == 3
+
+
+async def test_concurrent_takeovers_claim_an_expired_run_once(
+        store: SqlStore, peer: SqlStore) -> None:
+    for i in range(6):
+        await store.admit(request(f"t{i}", f"r{i}"))
+    await store.claim_queued("dead", -1.0, 10)
+    batches = await asyncio.gather(*(
+        (store if i % 2 else peer).claim_expired(f"I{i}", TTL, 10) for i in range(6)))
+    claimed = [r.rid for batch in batches for r in batch]
+    assert len(claimed) == 6 and len(set(claimed)) == 6
+
+
+async def test_renew_and_release_leases(store: SqlStore) -> None:
+    run = await admit_running(store, "t1", "r1", instance="A")
+    other = await admit_running(store, "t2", "r2", instance="B")
+    held = await store.renew_leases("A", TTL)
+    assert [(s.rid, s.attempt, s.cancel_requested) for s in held] == [(run.rid, 1, False)]
+    await store.request_cancel(run.rid)
+    [state] = await store.renew_leases("A", TTL)
+    assert state.cancel_requested
+    await store.release_lease(run.rid, "A", attempt=2)  # wrong attempt: no effect
+    assert (await store.get_run_by_rid(run.rid)).lease_owner == "A"  # type: ignore[union-attr]
+    await store.release_lease(run.rid, "A", attempt=1)
+    released = await store.get_run_by_rid(run.rid)
+    assert released is not None and released.lease_owner is None and released.attempts == 0
+    assert released.status == "running"
+    assert await store.renew_leases("A", TTL) == []
+    # A released run is taken over at once, without waiting for a TTL.
+    assert [r.rid for r in await store.claim_expired("C", TTL, 10)] == [run.rid]
+    assert [s.rid for s in await store.renew_leases("B", TTL)] == [other.rid]
+
+
+async def test_renewal_limited_to_executing_runs_lets_the_others_expire(
+        store: SqlStore) -> None:
+    kept = await admit_running(store, "t1", "r1", instance="A")
+    stranded = await admit_running(store, "t2", "r2", instance="A")
+    held = await store.renew_leases("A", TTL, [kept.rid])
+    assert [s.rid for s in held] == [kept.rid]
+    assert await store.renew_leases("A", TTL, []) == []
+    before = await store.get_run_by_rid(stranded.rid)
+    assert before is not None and before.lease_expires_at is not None
+    renewed = await store.get_run_by_rid(kept.rid)
+    assert renewed is not None and renewed.lease_expires_at is not None
+    assert renewed.lease_expires_at > before.lease_expires_at
+
+
+async def test_an_expired_lease_counts_as_an_attempt_and_is_taken_over_at_once(
+        store: SqlStore) -> None:
+    run = await admit_running(store, instance="A")
+    await store.expire_lease(run.rid, "A", attempt=2)  # not this attempt: no effect
+    await store.expire_lease(run.rid, "B", attempt=1)  # not the holder: no effect
+    assert (await store.get_run_by_rid(run.rid)).lease_owner == "A"  # type: ignore[union-attr]
+    await store.expire_lease(run.rid, "A", attempt=1)
+    given_up = await store.get_run_by_rid(run.rid)
+    assert given_up is not None and given_up.lease_owner is None
+    assert given_up.status == "running" and given_up.attempts == 1
+    assert await store.renew_leases("A", TTL) == []
+    [taken] = await store.claim_expired("A", TTL, 10)
+    assert taken.rid == run.rid and taken.attempts == 2 and taken.lease_owner == "A"
+
+
+# -- writing runs ---------------------------------------------------------------
+
+
+async def test_write_appends_only_for_the_lease_holder(store: SqlStore) -> None:
+    run = await admit_running(store, instance="A")
+    assert await append(store, run, 3, instance="B") == {run.rid}  # wrong instance
+    assert await append(store, run, 3, attempt=2) == {run.rid}  # wrong attempt
+    assert await append(store, run, 3, prev=5) == {run.rid}  # wrong view of last_seq
+    assert await store.read_events(run.rid, 0, 100) == []
+    assert (await store.get_run_by_rid(run.rid)).last_seq == 0  # type: ignore[union-attr]
+    assert await append(store, run, 3) == set()
+    stored = await store.read_events(run.rid, 0, 100)
+    assert [e.seq for e in stored] == [1, 2, 3]
+    assert json.loads(stored[0].body)["value"] == 1
+    # After a takeover, the old holder is fenced off and writes nothing.
+    await store.release_lease(run.rid, "A", 1)
+    [taken] = await store.claim_expired("B", TTL, 10)
+    assert await append(store, run, 1, prev=3, attempt=1, instance="A") == {run.rid}
+    assert await append(store, taken, 1, instance="B") == set()
+    assert [e.seq for e in await store.read_events(run.rid, 0, 100)] == [1, 2, 3, 4]
+
+
+async def test_one_batch_commits_the_good_writes_and_fences_the_rest(store: SqlStore) -> None:
+    good = await admit_running(store, "t1", "r1", instance="A")
+    bad = await admit_running(store, "t2", "r2", instance="B")
+    fenced = await store.write([
+        RunWrite(rid=good.rid, tid=good.tid, run_id=good.id, attempt=1, instance="A",
+                 prev_seq=0, events=events_for(good, 1, 2)),
+        RunWrite(rid=bad.rid, tid=bad.tid, run_id=bad.id, attempt=1, instance="A",
+                 prev_seq=0, events=events_for(bad, 1, 2)),
+    ])
+    assert fenced == {bad.rid}
+    assert len(await store.read_events(good.rid, 0, 10)) == 2
+    assert await store.read_events(bad.rid, 0, 10) == []
+
+
+async def test_events_page_in_order_and_boundaries_are_found(store: SqlStore) -> None:
+    run = await admit_running(store)
+    assert await append(store, run, 25, boundary_every=10) == set()
+    page1 = await store.read_events(run.rid, 0, 10)
+    page2 = await store.read_events(run.rid, 10, 10)
+    page3 = await store.read_events(run.rid, 20, 10)
+    assert [e.seq for e in page1 + page2 + page3] == list(range(1, 26))
+    assert [e.seq for e in page1 + page2 + page3 if e.boundary] == [10, 20]
+    assert await store.read_events(run.rid, 25, 10) == []
+    assert await store.last_boundary(run.rid, 25) == 20
+    assert await store.last_boundary(run.rid, 19) == 10
+    assert await store.last_boundary(run.rid, 9) == 0
+
+
+async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
+    run = await admit_running(store)
+    empty = await store.get_snapshot(run.tid)
+    assert (empty.messages, empty.state, empty.session_state, empty.as_of_run) == \
+        ([], {}, {}, None)
+
+    def msg(mid: str, text: str) -> str:
+        return json.dumps({"id": mid, "role": "user", "content": text})
+
+    await store.write([RunWrite(
+        rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A", prev_seq=0,
+        events=events_for(run, 1, 2),
+        snapshot=SnapshotWrite(as_of_run="r1", as_of_seq=2,
+                               upserts=[("m2", 2.0, msg("m2", "two")),
+                                        ("m1", 1.0, msg("m1", "one"))],
+                               state_json='{"todos":[1]}', session_state_json='{"k":1}'),
+    )])
+    snap = await store.get_snapshot(run.tid)
+    assert [m["id"] for m in snap.messages] == ["m1", "m2"]  # by position
+    assert snap.positions == {"m1": 1.0, "m2": 2.0}
+    assert snap.state == {"todos": [1]} and snap.session_state == {"k": 1}
+    assert (snap.as_of_run, snap.as_of_seq) == ("r1", 2)
+
+    await store.write([RunWrite(
+        rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A", prev_seq=2,
+        events=events_for(run, 3, 1),
+        snapshot=SnapshotWrite(as_of_run="r1", as_of_seq=3,
+                               upserts=[("m1", 1.0, msg("m1", "ONE")),
+                                        ("m3", 1.5, msg("m3", "between"))],
+                               deletes=["m2"]),
+    )])
+    snap = await store.get_snapshot(run.tid)
+    assert [(m["id"], m["content"]) for m in snap.messages] == [("m1", "ONE"),
+                                                                ("m3", "between")]
+    assert snap.state == {"todos": [1]} and snap.session_state == {"k": 1}  # kept
+    assert snap.as_of_seq == 3
+    thread = await store.get_thread(OWNER, "t1")
+    assert thread is not None and (thread.as_of_run, thread.as_of_seq) == ("r1", 3)
+    # A fenced write changes no snapshot either.
+    await store.write([RunWrite(
+        rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="X", prev_seq=3,
+        events=events_for(run, 4, 1),
+        snapshot=SnapshotWrite(as_of_run="r1", as_of_seq=4, deletes=["m1"],
+                               state_json="{}"))])
+    assert (await store.get_snapshot(run.tid)).as_of_seq == 3
+    with pytest.raises(ThreadNotFound):
+        await store.get_snapshot(run.tid + 1000)
+
+
+async def test_finishing_ends_the_run_and_frees_the_thread(store: SqlStore) -> None:
+    run = await admit_running(store)
+    await append(store, run, 2)
+    done = await finish(store, run, "succeeded")
+    assert done.status == "succeeded" and done.finished_at is not None
+    assert done.lease_owner is None and done.last_seq == 3
+    assert done.outcome == {"type": "success"}
+    thread = await store.get_thread(OWNER, "t1")
+    assert thread is not None and thread.status == "idle"
+    assert await store.active_runs(run.tid) == []
+    assert await store.renew_leases("A", TTL) == []
+    failed = await admit_running(store, "t1", "r2")
+    await finish(store, failed, "failed")
+    assert (await store.get_thread(OWNER, "t1")).status == "error"  # type: ignore[union-attr]
+
+
+async def test_cancel_requests_and_queued_cancels(store: SqlStore) -> None:
+    running = await admit_running(store, "t1", "r1")
+    queued = (await store.admit(request("t1", "r2", strategy="enqueue"))).run
+    flagged = await store.request_cancel(queued.rid)
+    assert flagged is not None and flagged.cancel_requested and flagged.status == "queued"
+    outcome = {"type": "cancelled"}
+    assert await store.cancel_queued(queued.rid, ['{"type":"RUN_STARTED"}',
+                                                  '{"type":"RUN_FINISHED"}'], outcome)
+    gone = await store.get_run_by_rid(queued.rid)
+    assert gone is not None and gone.status == "cancelled" and gone.last_seq == 2
+    assert gone.outcome == outcome
+    assert [(e.seq, e.boundary) for e in await store.read_events(queued.rid, 0, 10)] == \
+        [(1, True), (2, True)]
+    # A run that already started is not a queued cancel: its lease holder ends it.
+    assert not await store.cancel_queued(running.rid, ["{}"], outcome)
+    assert (await store.get_thread(OWNER, "t1")).status == "busy"  # type: ignore[union-attr]
+    done = await finish(store, running, "cancelled")
+    assert (await store.request_cancel(done.rid)).cancel_requested is False  # type: ignore[union-attr]
+    assert await store.request_cancel(10_000_000) is None
+
+
+# -- effects ------------------------------------------------------------------
+
+
+async def test_effects_are_journaled_by_the_lease_holder_only(store: SqlStore) -> None:
+    run = await admit_running(store, instance="A")
+    assert await store.effect_get(run.rid, "step-1") is None
+    with pytest.raises(LeaseLost):
+        await store.effect_start(run.rid, "step-1", "B", 1)
+    with pytest.raises(LeaseLost):
+        await store.effect_start(run.rid, "step-1", "A", 2)
+    assert await store.effect_get(run.rid, "step-1") is None
+    await store.effect_start(run.rid, "step-1", "A", 1)
+    started = await store.effect_get(run.rid, "step-1")
+    assert started is not None and (started.status, started.attempt) == ("started", 1)
+    with pytest.raises(LeaseLost):
+        await store.effect_complete(run.rid, "step-1", "B", 1, '"x"')
+    await store.effect_complete(run.rid, "step-1", "A", 1, '{"ok":true}')
+    done = await store.effect_get(run.rid, "step-1")
+    assert done is not None and done.status == "completed" and done.result == {"ok": True}
+    # A takeover restarting the effect cannot reset a completed journal entry.
+    await store.release_lease(run.rid, "A", 1)
+    [taken] = await store.claim_expired("B", TTL, 10)
+    await store.effect_start(run.rid, "step-1", "B", taken.attempts)
+    again = await store.effect_get(run.rid, "step-1")
+    assert again is not None and again.status == "completed" and again.result == {"ok": True}
+
+
+# -- threads --------------------------------------------------------------------
+
+
+async def test_deleting_a_thread_needs_it_idle(store: SqlStore) -> None:
+    run = await admit_running(store)
+    await append(store, run, 2)
+    with pytest.raises(ThreadBusy):
+        await store.delete_thread(OWNER, "t1")
+    await finish(store, run)
+    with pytest.raises(ThreadNotFound):
+        await store.delete_thread("mallory", "t1")
+    await store.delete_thread(OWNER, "t1")
+    assert await store.get_thread(OWNER, "t1") is None
+    assert await store.get_run(OWNER, "r1") is None
+    assert await store.read_events(run.rid, 0, 10) == []
+    with pytest.raises(ThreadNotFound):
+        await store.delete_thread(OWNER, "t1")
+    # The key is free again with its thread gone.
+    assert (await store.admit(request("t1", "r1"))).created
+
+
+async def test_threads_list_newest_first_by_status_and_page(store: SqlStore) -> None:
+    base = time.time() - 100  # admitted in the past, in order
+    for i in range(5):
+        await store.admit(request(f"t{i}", f"r{i}", now=base + i))
+    await store.admit(request("other", "x1", owner="bob"))
+    [r0] = await store.claim_queued("A", TTL, 1)
+    await finish(store, r0)  # t0 idle, touched last
+    listed = await store.list_threads(OWNER, None, 10, None)
+    assert [t.id for t in listed] == ["t0", "t4", "t3", "t2", "t1"]
+    assert [t.id for t in await store.list_threads(OWNER, "busy", 10, None)] == \
+        ["t4", "t3", "t2", "t1"]
+    assert [t.id for t in await store.list_threads(OWNER, "idle", 10, None)] == ["t0"]
+    assert await store.list_threads(OWNER, "error", 10, None) == []
+    page1 = await store.list_threads(OWNER, None, 2, None)
+    cursor = (page1[-1].updated_at, page1[-1].tid)
+    page2 = await store.list_threads(OWNER, None, 2, cursor)
+    cursor = (page2[-1].updated_at, page2[-1].tid)
+    page3 = await store.list_threads(OWNER, None, 2, cursor)
+    assert [t.id for t in page1 + page2 + page3] == ["t0", "t4", "t3", "t2", "t1"]
+
+
+async def test_runs_list_newest_first_and_page(store: SqlStore) -> None:
+    for i in range(5):
+        await store.admit(request("t1", f"r{i}", strategy="enqueue"))
+    thread = await store.get_thread(OWNER, "t1")
+    assert thread is not None
+    page1 = await store.list_runs(thread.tid, 2, None)
+    page2 = await store.list_runs(thread.tid, 2, page1[-1].rid)
+    page3 = await store.list_runs(thread.tid, 2, page2[-1].rid)
+    assert [r.id for r in page1 + page2 + page3] == ["r4", "r3", "r2", "r1", "r0"]
+
+
+# -- upkeep and notifications -----------------------------------------------------
+
+
+async def test_prune_forgets_old_keys_and_old_events(store: SqlStore) -> None:
+    run = await admit_running(store, "t1", "r1")
+    await append(store, run, 3)
+    await finish(store, run)
+    await store.prune(idempotency_before=time.time() - 3600, events_before=None)
+    with pytest.raises(IdempotencyConflict):  # kept: younger than the retention
+        await store.admit(request("t1", "r9", key="r1", body="other"))
+    await store.prune(idempotency_before=time.time() + 1, events_before=None)
+    assert len(await store.read_events(run.rid, 0, 10)) == 4
+    # The key is forgotten: the same key admits a new request now.
+    assert (await store.admit(request("t1", "r9", key="r1", body="other"))).created
+    await store.prune(idempotency_before=0, events_before=time.time() + 1)
+    assert await store.read_events(run.rid, 0, 10) == []
+    assert (await store.get_run_by_rid(run.rid)) is not None
+
+
+async def test_notifications_reach_every_handle(store: SqlStore, peer: SqlStore) -> None:
+    await store.ping()
+    got: dict[str, list[tuple[str, str]]] = {"store": [], "peer": []}
+    arrived = asyncio.Event()
+
+    def on_store(channel: str, payload: str) -> None:
+        got["store"].append((channel, payload))
+
+    async def on_peer(channel: str, payload: str) -> None:
+        got["peer"].append((channel, payload))
+        if len(got["peer"]) >= 2:
+            arrived.set()
+
+    store.add_listener(on_store)
+    if peer is not store:
+        peer.add_listener(on_peer)
+    else:
+        store.add_listener(on_peer)
+    await store.notify("outlast_events", "7:3:0")
+    await store.notify("outlast_cancel", "7")
+    await asyncio.wait_for(arrived.wait(), 5)
+    assert got["peer"][:2] == [("outlast_events", "7:3:0"), ("outlast_cancel", "7")]
+    for _ in range(100):
+        if len(got["store"]) >= 2:
+            break
+        await asyncio.sleep(0.02)
+    assert got["store"][:2] == [("outlast_events", "7:3:0"), ("outlast_cancel", "7")]
+
+
+# -- PostgreSQL only: the LISTEN connection that carries hints between processes ----
+
+
+@pytest.mark.postgres
+async def test_postgres_listener_reconnects_after_its_connection_drops(pg_url: str) -> None:
+    import asyncpg
+
+    store = PostgresStore(pg_url, min_size=1, max_size=4)
+    await store.open()
+    admin = await asyncpg.connect(pg_url)
+    got: list[tuple[str, str]] = []
+    store.add_listener(lambda channel, payload: got.append((channel, payload)))
+    terminate = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                 "WHERE application_name = 'outlast-listen' AND datname = current_database()")
+    try:
+        assert await admin.fetchval(terminate) == 1
+        deadline = time.monotonic() + 10
+        while ("outlast_cancel", "42") not in got:
+            assert time.monotonic() < deadline, got
+            await store.notify("outlast_cancel", "42")
+            await asyncio.sleep(0.2)
+        # Hints sent while it was away are lost: it wakes the scheduler instead.
+        assert ("outlast_work", "") in got
+        assert await admin.fetchval(terminate) == 1  # listening again, on a new connection
+    finally:
+        await admin.close()
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_processes_starting_at_once_migrate_once(pg_cluster: Any) -> None:
+    import asyncpg
+
+    name = f"empty_{uuid.uuid4().hex[:8]}"
+    pg_cluster.psql(f"CREATE DATABASE {name}")
+    url = pg_cluster.url(name)
+    stores = [PostgresStore(url, min_size=1, max_size=2) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        con = await asyncpg.connect(url)
+        try:
+            versions = [r["version"] for r in
+                        await con.fetch("SELECT version FROM schema_migrations")]
+        finally:
+            await con.close()
+        assert versions == [1]
+        for s in stores:
+            await s.ping()
+    finally:
+        for s in stores:
+            await s.close()
+
+
+def test_a_postgres_url_without_asyncpg_names_the_extra(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from outlast.errors import MissingDependency
+    from outlast.store import open_store
+
+    monkeypatch.setitem(sys.modules, "asyncpg", None)  # as if it were not installed
+    with pytest.raises(MissingDependency) as err:
+        open_store("postgresql://localhost/outlast", tmp_path)
+    assert 'pip install "outlast[postgres]"' in err.value.message
