@@ -49,3 +49,14 @@ class Agent(ABC):
     @abstractmethod
     async def run(self, ctx: RunContext) -> None:
         """Execute one run."""
+
+
+class MissingAgent(Agent):
+    """Stands in for an agent a stored run names but this server does not register."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def run(self, ctx: RunContext) -> None:
+        raise AgentError(f"The agent {self.name!r} is not available on this server.",
+                         code="agent_not_found")

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from outlast.store.base import InterruptRecord, RunRecord, Snapshot, ThreadRecord
 
 
 def interrupt_view(i: InterruptRecord) -> dict[str, Any]:
-    """An interrupt with its durable status (G7)."""
+    """An interrupt with its durable status (G7); past ``expiresAt`` a pending one
+    shows as ``expired`` (it can then only be cancelled)."""
+    status = i.status
+    if status == "pending" and i.expires_ts is not None and i.expires_ts <= time.time():
+        status = "expired"
     return {
-        **i.body, "status": i.status, "runId": i.run_id, "answeredBy": i.answered_by,
+        **i.body, "status": status, "runId": i.run_id, "answeredBy": i.answered_by,
         "answeredAt": i.answered_at,
         "resolution": i.resolution,
     }

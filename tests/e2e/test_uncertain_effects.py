@@ -1,0 +1,155 @@
+"""A side effect cut off by a crash (G9): the journal knows it started but not whether
+it finished. With a reconcile check the resumed run finds out by itself; without one
+the run asks a person (an ``uncertain_effect`` interrupt) and runs it again only if told.
+
+Real server processes, real SIGKILL while the demo's tool is running (the kill lands
+after the journal recorded the start and before the tool wrote its ``effects.log`` line).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
+
+FINAL = ("succeeded", "failed", "cancelled", "interrupted")
+# Long enough that the kill surely lands inside step 1's tool.
+SLOW_TOOL: dict[str, Any] = {"steps": 2, "step_delay_ms": 1500}
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def effect_status(server: ServerProcess, run_id: str, key: str) -> str | None:
+    """The effect journal entry, read straight from the store's SQLite file."""
+    db = sqlite3.connect(f"file:{server.data_dir / 'outlast.db'}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT e.status FROM effects e JOIN runs r ON r.rid = e.rid "
+                         "WHERE r.id = ? AND e.key = ?", (run_id, key)).fetchone()
+    finally:
+        db.close()
+    return None if row is None else str(row[0])
+
+
+def effect_counts(server: ServerProcess) -> Counter[tuple[str, int]]:
+    counts: Counter[tuple[str, int]] = Counter()
+    for line in server.effects():
+        run_id, step, _ = line.split(" ")
+        counts[(run_id, int(step))] += 1
+    return counts
+
+
+async def run_record(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    r = await c.get(f"/runs/{run_id}")
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+async def wait_final(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    async def final() -> dict[str, Any] | None:
+        rec = await run_record(c, run_id)
+        return rec if rec["status"] in FINAL else None
+
+    return await wait_for(final, timeout=30)  # type: ignore[no-any-return]
+
+
+async def stored_log(c: httpx.AsyncClient, run_id: str) -> list[Frame]:
+    _, frames = await collect(c, "GET", f"/runs/{run_id}/events", params={"follow": "false"})
+    return frames
+
+
+def one_result_per_call(messages: list[dict[str, Any]]) -> None:
+    calls = [call["id"] for m in messages for call in m.get("toolCalls") or ()]
+    results = Counter(m["toolCallId"] for m in messages if m.get("role") == "tool")
+    assert results == Counter(calls), (calls, results)
+
+
+async def kill_inside_the_first_tool(server_factory: Any, data_dir: Path,
+                                     **knobs: Any) -> tuple[ServerProcess, str, str]:
+    """Start a run, SIGKILL the server while step 1's tool runs, restart; the new server."""
+    server: ServerProcess = server_factory("--keepalive", "2", data_dir=data_dir)
+    thread_id, run_id = uid("t"), uid("r")
+    async with server.client() as c:
+        resp, _ = await collect(c, "POST", "/agents/demo", limit=1,
+                                json=demo_input(thread_id, run_id, **SLOW_TOOL, **knobs))
+        assert resp.status_code == 200
+
+        async def in_the_tool() -> bool:
+            return effect_status(server, run_id, "step-1") == "started"
+
+        await wait_for(in_the_tool)
+        server.kill()
+    assert server.effects() == []  # the tool never got to write its line
+    return server_factory("--keepalive", "2", data_dir=data_dir), thread_id, run_id
+
+
+@pytest.mark.parametrize("verdict", ["approve", "deny"])
+async def test_a_tool_cut_off_by_a_crash_asks_before_running_again(
+        server_factory: Any, tmp_path: Path, verdict: str) -> None:
+    server, thread_id, run_id = await kill_inside_the_first_tool(
+        server_factory, tmp_path / "store", reconcile=False)
+    async with server.client() as c:
+        record = await wait_final(c, run_id)
+        assert record["status"] == "interrupted" and record["attempts"] == 2
+        thread = (await c.get(f"/threads/{thread_id}")).json()
+        assert thread["status"] == "interrupted"
+        [interrupt] = thread["interrupts"]
+        assert interrupt["reason"] == "confirmation"
+        assert interrupt["metadata"]["kind"] == "uncertain_effect"
+        assert interrupt["metadata"]["step"] == 1
+        assert [i["id"] for i in record["interrupts"]] == [interrupt["id"]]
+        # The cut-off call says so; nothing ran a second time on its own.
+        results = {m["toolCallId"]: m["content"] for m in thread["messages"]
+                   if m["role"] == "tool"}
+        assert results[interrupt["toolCallId"]].startswith("Unknown")
+        assert effect_counts(server) == {}
+        assert effect_status(server, run_id, "step-1") == "started"
+
+        cont = uid("cont")
+        r = await c.post(f"/threads/{thread_id}/resume", json={"runId": cont, "resume": [{
+            "interruptId": interrupt["id"], "status": "resolved",
+            "payload": {"approved": verdict == "approve"}}]})
+        assert r.status_code == 200, r.text
+        assert (await wait_final(c, cont))["status"] == "succeeded"
+
+        thread = (await c.get(f"/threads/{thread_id}")).json()
+        assert thread["status"] == "idle" and thread["interrupts"] == []
+        one_result_per_call(thread["messages"])
+        texts = " ".join(str(m.get("content")) for m in thread["messages"])
+        if verdict == "approve":
+            assert effect_counts(server) == {(cont, 1): 1, (cont, 2): 1}
+        else:
+            assert effect_counts(server) == {(cont, 2): 1}
+            assert "Skipped step 1" in texts
+            assert thread["state"]["todos"][0]["status"] == "skipped"
+        assert thread["state"]["todos"][1]["status"] == "done"
+        # Answering again changes nothing.
+        again = await c.post(f"/threads/{thread_id}/resume", json={"resume": [{
+            "interruptId": interrupt["id"], "status": "resolved",
+            "payload": {"approved": True}}]})
+        assert again.status_code == 409
+
+
+async def test_a_tool_cut_off_by_a_crash_is_reconciled_without_asking(
+        server_factory: Any, tmp_path: Path) -> None:
+    server, thread_id, run_id = await kill_inside_the_first_tool(
+        server_factory, tmp_path / "store")
+    async with server.client() as c:
+        record = await wait_final(c, run_id)
+        assert record["status"] == "succeeded" and record["attempts"] == 2
+        # The reconcile check found no trace of the tool, so it ran once more: once in all.
+        assert effect_counts(server) == {(run_id, 1): 1, (run_id, 2): 1}
+        assert effect_status(server, run_id, "step-1") == "completed"
+        log = await stored_log(c, run_id)
+        assert [f.id for f in log] == list(range(1, record["lastSeq"] + 1))
+        thread = (await c.get(f"/threads/{thread_id}")).json()
+        assert thread["interrupts"] == [] and thread["status"] == "idle"
+        one_result_per_call(thread["messages"])
