@@ -478,6 +478,18 @@ async def test_events_page_in_order_and_boundaries_are_found(store: SqlStore) ->
     assert await store.last_boundary(run.rid, 9) == 0
 
 
+async def test_frames_pages_are_the_events_encoded_in_order(store: SqlStore) -> None:
+    run = await admit_running(store)
+    await append(store, run, 25)
+    events = await store.read_events(run.rid, 0, 100)
+    expected = "".join(f"id: {e.seq}\ndata: {e.body}\n\n" for e in events)
+    pages = [await store.read_frames(run.rid, after, 10) for after in (0, 10, 20)]
+    assert [upto for upto, _ in pages] == [10, 20, 25]
+    assert "".join(text for _, text in pages) == expected
+    assert await store.read_frames(run.rid, 25, 10) == (25, "")
+    assert await store.read_frames(run.rid + 1000, 0, 10) == (0, "")
+
+
 async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
     run = await admit_running(store)
     empty = await store.get_snapshot(run.tid)

@@ -146,7 +146,6 @@ class RunExecution:
         self.seq += 1
         at_boundary = self.fold.at_boundary
         self.engine.writer.append(self.channel, self.seq, at_boundary, body)
-        self.engine.metrics.events.inc()
         if at_boundary:
             self._pending_boundary = self.seq
             if self.engine.draining and self.cancel_reason is None:

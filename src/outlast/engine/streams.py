@@ -18,6 +18,7 @@ from outlast.protocol.fold import ThreadFold
 from outlast.store.base import FINAL, RunRecord, StoredEvent, ThreadRecord
 
 PAGE = 1000
+REPLAY_PAGE = 2000  # pages of frames assembled by the database
 FIRST_PAGE = 100  # small, so a client that reattaches mid-log gets its first event sooner
 RETRY_MS = 1000
 
@@ -61,13 +62,6 @@ class RunStream:
         if self.legacy:
             return "".join(frame(e.seq, legacy_body(e.body)) for e in events)
         return "".join(f"id: {e.seq}\ndata: {e.body}\n\n" for e in events)
-
-    async def _page(self, after: int, limit: int = PAGE) -> list[StoredEvent]:
-        feed = self.engine.hub.feed(self.run.rid)
-        cached = feed.cached_after(after, limit)
-        if cached is not None:
-            return cached
-        return await self.engine.store.read_events(self.run.rid, after, limit)
 
     async def reopen(self, after: int) -> list[str]:
         """Synthesized frames for a stream that starts after ``after`` (mid-run)."""
@@ -118,12 +112,23 @@ class RunStream:
             poll = 1.0
             limit = FIRST_PAGE
             while True:
-                page = await self._page(cursor, limit)
-                limit = PAGE
-                if page:
-                    cursor = page[-1].seq
-                    yield self._encode(page)
-                    continue
+                cached = feed.cached_after(cursor, limit)
+                if cached is None and not self.legacy:
+                    # Replay from the log: the database assembles the page's frames.
+                    upto, text = await engine.store.read_frames(rid, cursor, limit)
+                    limit = REPLAY_PAGE
+                    if text:
+                        cursor = upto
+                        yield text
+                        continue
+                else:
+                    page = cached if cached is not None else \
+                        await engine.store.read_events(rid, cursor, limit)
+                    limit = PAGE
+                    if page:
+                        cursor = page[-1].seq
+                        yield self._encode(page)
+                        continue
                 if final and cursor >= last:
                     return
                 if not follow:

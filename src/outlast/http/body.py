@@ -17,6 +17,14 @@ from outlast.http.errors import error_response
 MAX_JSON_DEPTH = 64
 
 
+# A refused body is still read and thrown away up to this size (see read_json).
+DRAIN_LIMIT = 4 << 20
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"the body is over the limit of {limit} bytes", limit=limit)
+
+
 class RequestTimeout(OutlastError):
     """The request body did not arrive in time."""
 
@@ -26,12 +34,14 @@ class RequestTimeout(OutlastError):
 async def read_json(request: Request, limit: int, within: float) -> Any:
     """The JSON body, refused with 413 past ``limit`` bytes (never buffered whole)."""
     declared = request.headers.get("content-length")
+    too_large = False
     if declared is not None:
         try:
-            if int(declared) > limit:
-                raise PayloadTooLarge(f"the body is over the limit of {limit} bytes", limit=limit)
+            too_large = int(declared) > limit
         except ValueError:
             raise InvalidRequest("Content-Length is not a number") from None
+        if too_large and int(declared) > DRAIN_LIMIT:
+            raise _too_large(limit)  # not worth reading: answer and close at once
     chunks: list[bytes] = []
     size = 0
     try:
@@ -39,15 +49,24 @@ async def read_json(request: Request, limit: int, within: float) -> Any:
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
-                    raise PayloadTooLarge(f"the body is over the limit of {limit} bytes",
-                                          limit=limit)
-                chunks.append(chunk)
+                    # Keep reading, but only to throw it away: closing a connection with
+                    # unread data makes the kernel reset it, and the 413 would be lost.
+                    too_large = True
+                    chunks.clear()
+                    if size > DRAIN_LIMIT:
+                        break
+                elif not too_large:
+                    chunks.append(chunk)
     except TimeoutError:
+        if too_large:
+            raise _too_large(limit) from None
         raise RequestTimeout(f"the request body did not arrive within {within:g} s") from None
     except ClientDisconnect:
         # Nothing is admitted from half a body; a 4xx (nobody reads it), not a 500.
         raise InvalidRequest("the client closed the connection before sending the whole "
                              "body") from None
+    if too_large:
+        raise _too_large(limit)
     raw = b"".join(chunks)
     if not raw:
         raise InvalidRequest("the request needs a JSON body")

@@ -311,6 +311,11 @@ class Store(ABC):
         """A page of a run's log, after ``after``."""
 
     @abstractmethod
+    async def read_frames(self, rid: int, after: int, limit: int) -> tuple[int, str]:
+        """A page of a run's log as ready SSE frames (``id:``/``data:``), with the last
+        seq in it (``after`` when the page is empty)."""
+
+    @abstractmethod
     async def last_boundary(self, rid: int, upto: int) -> int:
         """The latest boundary seq at or before ``upto`` (0 if none)."""
 

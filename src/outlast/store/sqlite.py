@@ -33,8 +33,10 @@ async def _settle(db: aiosqlite.Connection) -> None:
     """End any open transaction, even while the caller is being cancelled: a
     connection must go back to its pool clean (a cancelled SSE reader, say)."""
     with anyio.CancelScope(shield=True):
-        if db.in_transaction:
-            await db.execute("ROLLBACK")
+        # Not ``if db.in_transaction``: a cancelled caller's BEGIN may still wait in the
+        # connection's queue, not yet run. rollback() is queued behind it, so it ends
+        # that transaction too (and does nothing when none is open).
+        await db.rollback()
 
 
 class _Conn:
@@ -159,9 +161,12 @@ class SQLiteStore(SqlStore):
         assert self._writer is not None, "store is not open"
         async with self._write_lock:
             db = self._writer
-            await _settle(db)
-            await db.execute("BEGIN IMMEDIATE")
+            if db.in_transaction:
+                await _settle(db)
             try:
+                # Inside the try: a caller cancelled while its BEGIN waits in the
+                # connection's queue still settles what that BEGIN starts.
+                await db.execute("BEGIN IMMEDIATE")
                 yield _Conn(db)
             except sqlite3.IntegrityError as exc:
                 await _settle(db)
@@ -181,9 +186,10 @@ class SQLiteStore(SqlStore):
     async def _read(self) -> AsyncIterator[_Conn]:
         db = await self._readers.get()
         try:
-            await _settle(db)
-            await db.execute("BEGIN")
+            if db.in_transaction:
+                await _settle(db)
             try:
+                await db.execute("BEGIN")  # inside the try, as in _write
                 yield _Conn(db)
             finally:
                 await _settle(db)

@@ -262,6 +262,13 @@ class SqlStore(Store):
             rows = await c.all("events_after", rid=rid, after=after, limit=limit)
         return [StoredEvent(r["seq"], bool(r["boundary"]), r["body"]) for r in rows]
 
+    async def read_frames(self, rid: int, after: int, limit: int) -> tuple[int, str]:
+        async with self._read() as c:
+            row = await c.one("events_frames_after", rid=rid, after=after, limit=limit)
+        if row is None or not row["n"]:
+            return after, ""
+        return int(row["last_seq"]), str(row["frames"])
+
     async def last_boundary(self, rid: int, upto: int) -> int:
         async with self._read() as c:
             row = await c.one("event_last_boundary", rid=rid, upto=upto)

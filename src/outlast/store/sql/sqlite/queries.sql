@@ -257,3 +257,10 @@ SELECT MAX(version) AS version FROM schema_migrations;
 -- process (this one included) may take it over at once.
 UPDATE runs SET lease_owner = NULL, lease_expires_at = 0
 WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';
+
+-- name: events_frames_after
+-- A page of a run's log as SSE frames, concatenated by the database (replay's hot path).
+SELECT MAX(seq) AS last_seq, COUNT(*) AS n,
+       group_concat('id: ' || seq || char(10) || 'data: ' || body || char(10) || char(10), '')
+           AS frames
+FROM (SELECT seq, body FROM events WHERE rid = :rid AND seq > :after ORDER BY seq LIMIT :limit);

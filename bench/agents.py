@@ -1,0 +1,94 @@
+"""The benchmark agent: emits a fixed number of AG-UI events as fast as it can.
+
+The event mix looks like a tool-using chat agent: a streamed text message, a tool
+call with its result, a state delta, repeated. That gives the durable path real
+work at every boundary (a lazy snapshot save) without any sleeping.
+
+Knobs in ``forwardedProps.bench``: ``events`` (how many the agent emits; the engine
+adds ``RUN_STARTED`` and the final event), ``tokens`` (content events per text
+message), ``yield_every`` (hand the loop back every N events, as an agent reading a
+model's stream does at each chunk; 0 never yields).
+
+Register it on a real server with ``outlast serve --agent bench=bench.agents:factory``
+(with the repository root on ``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from outlast.agents.base import Agent, Capabilities
+from outlast.config import Settings
+from outlast.engine.context import RunContext
+
+
+def knobs(props: Any) -> tuple[int, int, int]:
+    """``(events, tokens, yield_every)`` from ``forwardedProps.bench``."""
+    raw = props.get("bench") if isinstance(props, dict) else None
+    raw = raw if isinstance(raw, dict) else {}
+    return int(raw.get("events", 1000)), int(raw.get("tokens", 20)), \
+        int(raw.get("yield_every", 1))
+
+
+def bench_input(thread_id: str, run_id: str, events: int, *, tokens: int = 20,
+                yield_every: int = 1) -> dict[str, Any]:
+    """A RunAgentInput for the bench agent."""
+    return {
+        "threadId": thread_id, "runId": run_id, "protocolVersion": "1.0",
+        "messages": [{"id": f"user-{run_id}", "role": "user", "content": "go"}],
+        "state": {}, "tools": [], "context": [],
+        "forwardedProps": {"bench": {"events": events, "tokens": tokens,
+                                     "yield_every": yield_every}},
+    }
+
+
+async def emit_events(ctx: Any, events: int, tokens: int, yield_every: int) -> int:
+    """Emit about ``events`` events through ``ctx.emit`` (whole cycles: every message
+    and tool call is closed at the end). Returns how many were emitted."""
+    n = 0
+    cycle = 0
+
+    async def emit(event: dict[str, Any]) -> None:
+        nonlocal n
+        await ctx.emit(event)
+        n += 1
+        if yield_every and n % yield_every == 0:
+            await asyncio.sleep(0)
+
+    while n < events:
+        cycle += 1
+        mid = f"msg_{ctx.run_id}_{cycle}"
+        await emit({"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"})
+        for i in range(tokens):
+            await emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": mid,
+                        "delta": f" token{i} of message {cycle}"})
+        await emit({"type": "TEXT_MESSAGE_END", "messageId": mid})
+        call = f"call_{ctx.run_id}_{cycle}"
+        await emit({"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "lookup",
+                    "parentMessageId": mid})
+        await emit({"type": "TOOL_CALL_ARGS", "toolCallId": call,
+                    "delta": f'{{"query": "item {cycle}", "limit": 10}}'})
+        await emit({"type": "TOOL_CALL_END", "toolCallId": call})
+        await emit({"type": "TOOL_CALL_RESULT", "messageId": f"result_{call}",
+                    "toolCallId": call, "role": "tool",
+                    "content": f"found 10 items for item {cycle}"})
+        await emit({"type": "STATE_DELTA", "delta": [
+            {"op": "replace", "path": "/progress", "value": cycle}]})
+    return n
+
+
+class BenchAgent(Agent):
+    """Emits ``forwardedProps.bench.events`` events without waiting for anything."""
+
+    capabilities = Capabilities(description="Benchmark load: emits events as fast as it can.")
+
+    async def run(self, ctx: RunContext) -> None:
+        events, tokens, yield_every = knobs(ctx.forwarded_props)
+        await ctx.emit({"type": "STATE_SNAPSHOT", "snapshot": {"progress": 0}})
+        await emit_events(ctx, events - 1, tokens, yield_every)
+
+
+def factory(settings: Settings | None = None) -> BenchAgent:
+    """``--agent bench=bench.agents:factory``."""
+    return BenchAgent()

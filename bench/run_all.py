@@ -1,0 +1,72 @@
+"""Run every benchmark, each in its own process, and print their tables and a summary.
+
+    python bench/run_all.py            # the full run (≤ 5 minutes on 2 cores)
+    python bench/run_all.py --quick    # a short smoke run (≤ 60 s)
+    python bench/run_all.py --markdown # also print the tables as Markdown
+
+Each bench also runs alone: ``python -m bench.<name> [--quick]`` from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHES = ["stream_throughput", "replay", "reattach", "snapshot", "memory"]
+
+
+def markdown(rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short smoke run")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables too")
+    parser.add_argument("--only", action="append", choices=BENCHES, help="run just these")
+    ns = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from bench.common import machine
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    started = time.monotonic()
+    print(f"machine: {machine()}")
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    reports = []
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp:
+        for name in ns.only or BENCHES:
+            out = Path(tmp) / f"{name}.json"
+            cmd = [sys.executable, "-m", f"bench.{name}", "--json", str(out)]
+            if ns.quick:
+                cmd.append("--quick")
+            t0 = time.monotonic()
+            done = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
+            print(f"  ({name}: {time.monotonic() - t0:.1f} s)")
+            if done.returncode != 0 or not out.exists():
+                failed.append(name)
+                continue
+            reports.append(json.loads(out.read_text()))
+    print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+    print(f"total: {time.monotonic() - started:.1f} s{' (quick)' if ns.quick else ''}")
+    if ns.markdown:
+        for r in reports:
+            print(f"\n### {r['name']}\n\n{markdown(r['rows'])}")
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

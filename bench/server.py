@@ -1,0 +1,168 @@
+"""The bench server: outlast's own app plus baseline routes, on one uvicorn server.
+
+The baselines run on the very same stack as the durable routes (uvicorn, FastAPI,
+the SSE response of ``outlast.http.sse``, the same JSON and frame encoding), minus
+the store:
+
+- ``POST /bench/agents/bench`` runs the bench agent and streams its events as they
+  are emitted, with no log, no fold, no snapshots: a server without durability.
+- ``GET /bench/runs/{run_id}/events?after=N`` streams a finished run's frames,
+  encoded once ahead of time and held in memory: replay without reading the log.
+
+``python -m bench.server --data-dir DIR`` prints ``outlast serving on URL`` when ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Query, Request
+from sse_starlette import EventSourceResponse
+
+from bench.agents import BenchAgent
+from outlast.agents.demo import DemoAgent
+from outlast.config import Settings
+from outlast.engine.execution import dumps, now_ms
+from outlast.engine.runtime import Engine
+from outlast.engine.streams import FIRST_PAGE, PAGE, RETRY_MS
+from outlast.http.app import create_app
+from outlast.http.auth import LOCAL_PRINCIPAL
+from outlast.http.body import read_json
+from outlast.http.routes_agents import validate_input
+from outlast.http.sse import stream_response
+from outlast.store import open_store
+
+
+class BaselineContext:
+    """Just enough of a RunContext for the bench agent: ``emit`` encodes the event
+    the way the durable path does (timestamp, compact JSON, SSE frame) and hands it
+    straight to the response."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.run_id = body["runId"]
+        self.thread_id = body["threadId"]
+        self.forwarded_props = body.get("forwardedProps")
+        self.pending: list[str] = []
+        self.seq = 0
+        self.done = False
+        self.wake = asyncio.Event()
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        self.push(dict(event))
+
+    def push(self, data: dict[str, Any]) -> None:
+        if "timestamp" not in data:
+            data["timestamp"] = now_ms()
+        body = dumps(data)
+        self.seq += 1
+        self.pending.append(f"id: {self.seq}\ndata: {body}\n\n")
+        self.wake.set()
+
+
+async def baseline_frames(agent: BenchAgent, body: dict[str, Any]) -> AsyncIterator[str]:
+    """The bench agent's events, streamed as emitted; drains everything pending per send."""
+    yield f"retry: {RETRY_MS}\n\n"
+    ctx = BaselineContext(body)
+    ctx.push({"type": "RUN_STARTED", "threadId": ctx.thread_id, "runId": ctx.run_id,
+              "protocolVersion": "1.0",
+              "input": {"threadId": ctx.thread_id, "runId": ctx.run_id,
+                        "messages": body.get("messages") or []}})
+
+    async def run() -> None:
+        try:
+            await agent.run(ctx)  # type: ignore[arg-type]
+            ctx.push({"type": "RUN_FINISHED", "threadId": ctx.thread_id, "runId": ctx.run_id})
+        finally:
+            ctx.done = True
+            ctx.wake.set()
+
+    task = asyncio.create_task(run())
+    try:
+        while True:
+            if ctx.pending:
+                chunk = "".join(ctx.pending)
+                ctx.pending.clear()
+                yield chunk
+            elif ctx.done:
+                break
+            else:
+                await ctx.wake.wait()
+                ctx.wake.clear()
+        await task
+    finally:
+        task.cancel()
+
+
+def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent) -> None:
+    """The no-store twins of ``POST /agents/bench`` and ``GET /runs/{id}/events``."""
+    encoded: dict[str, list[str]] = {}
+
+    @app.post("/bench/agents/bench", response_model=None)
+    async def stream_baseline(request: Request) -> EventSourceResponse:
+        s = engine.settings
+        body = validate_input(await read_json(request, s.max_body_bytes, s.body_timeout),
+                              s.max_messages, s.max_id_length)
+        return stream_response(baseline_frames(agent, body),
+                               headers={"Outlast-Run-Id": body["runId"],
+                                        "Outlast-Thread-Id": body["threadId"]},
+                               keepalive_seconds=s.keepalive)
+
+    @app.get("/bench/runs/{run_id}/events", response_model=None)
+    async def replay_baseline(run_id: str, after: int = Query(default=0)) -> EventSourceResponse:
+        frames = encoded.get(run_id)
+        if frames is None:  # encode once, outside any measurement (the caller warms up)
+            run = await engine.store.get_run(LOCAL_PRINCIPAL, run_id)
+            assert run is not None, "unknown run"
+            frames, cursor = [], 0
+            while page := await engine.store.read_events(run.rid, cursor, PAGE):
+                frames.extend(f"id: {e.seq}\ndata: {e.body}\n\n" for e in page)
+                cursor = page[-1].seq
+            encoded[run_id] = frames
+
+        async def replay() -> AsyncIterator[str]:
+            # Chunked as RunStream chunks a replay: a first small page, then full ones.
+            yield f"retry: {RETRY_MS}\n\n"
+            yield "".join(frames[after:after + FIRST_PAGE])
+            for i in range(after + FIRST_PAGE, len(frames), PAGE):
+                yield "".join(frames[i:i + PAGE])
+
+        return stream_response(replay(), headers={"Outlast-Run-Id": run_id},
+                               keepalive_seconds=engine.settings.keepalive)
+
+
+async def serve(data_dir: Path, synchronous: str) -> None:
+    settings = Settings(data_dir=data_dir, port=0, sqlite_synchronous=synchronous)
+    store = open_store(None, data_dir, sqlite_synchronous=synchronous)
+    agent = BenchAgent()
+    engine = Engine(settings, store, {"bench": agent, "demo": DemoAgent(settings.workspace)})
+    app = create_app(engine)
+    add_baselines(app, engine, agent)
+    # The HTTP stack of ``outlast serve`` (h11, as it configures uvicorn).
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", http="h11",
+                            lifespan="on", access_log=False, timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn: a flag)
+        await asyncio.sleep(0.02)
+    if server.started:
+        port = server.servers[0].sockets[0].getsockname()[1]
+        print(f"outlast serving on http://127.0.0.1:{port}/", flush=True)
+    await task
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
+    ns = parser.parse_args()
+    ns.data_dir.mkdir(parents=True, exist_ok=True)
+    asyncio.run(serve(ns.data_dir, ns.synchronous))
+
+
+if __name__ == "__main__":
+    main()
