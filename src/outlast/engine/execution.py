@@ -307,7 +307,15 @@ class RunExecution:
         elif isinstance(exc, PayloadTooLarge | InvalidRequest):
             await self._finish_failed(exc.code, f"The agent broke a protocol rule: {exc.message}")
         else:
-            log.error("run %s: agent raised", self.run.id, exc_info=exc)
+            # The exception's text may quote the conversation or tool arguments: at the
+            # default level only where it came from; the whole traceback at DEBUG.
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb else "?"
+            log.error("run %s: the agent raised %s at %s", self.run.id, type(exc).__name__,
+                      where)
+            log.debug("run %s: agent traceback", self.run.id, exc_info=exc)
             await self._finish_failed(
                 "agent_error", f"The agent failed unexpectedly ({type(exc).__name__}).")
 
