@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import sqlite3
-import uuid
 from collections import Counter
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
@@ -22,17 +20,21 @@ import httpx
 import pytest
 
 from outlast.protocol.fold import ThreadFold
-from tests.support.server import Frame, ServerProcess, collect, demo_input, parse_sse, wait_for
+from tests.support.runs import (
+    effect_counts,
+    effect_status,
+    one_result_per_call,
+    run_record,
+    stored_log,
+    uid,
+    wait_final,
+)
+from tests.support.server import Frame, ServerProcess, collect, demo_input, sse_frames, wait_for
 
-FINAL = ("succeeded", "failed", "cancelled", "interrupted")
 SEEDS = [int(os.environ["OUTLAST_CRASH_SEED"])] if os.environ.get("OUTLAST_CRASH_SEED") \
     else [11, 23, 37, 41]
 TRIALS_PER_SEED = 5 if len(SEEDS) > 1 else 20
 RUNS_PER_TRIAL = 4
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @dataclass
@@ -53,12 +55,8 @@ class Watcher:
             async with c.stream(method, url, **kwargs) as resp:
                 self.status = resp.status_code
                 self.opened.set()
-                buf = ""
-                async for chunk in resp.aiter_text():
-                    buf += chunk
-                    while "\n\n" in buf:
-                        block, buf = buf.split("\n\n", 1)
-                        self.frames.extend(parse_sse(block + "\n\n"))
+                async for f in sse_frames(resp):
+                    self.frames.append(f)
         except httpx.HTTPError:
             pass  # the server died under us: what we saw so far is the record
         finally:
@@ -89,58 +87,6 @@ class TrackedRun:
         """How many times each step's tool must have run over the thread's runs."""
         denied = self.approval[0] if self.approval and self.approval[1] == "deny" else None
         return Counter({s: 1 for s in range(1, self.steps + 1) if s != denied})
-
-
-async def run_record(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    r = await c.get(f"/runs/{run_id}")
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-async def wait_final(c: httpx.AsyncClient, run_id: str, timeout: float = 30) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        r = await c.get(f"/runs/{run_id}")
-        if r.status_code == 404:
-            return None  # a continuation not admitted yet
-        rec: dict[str, Any] = r.json()
-        return rec if rec["status"] in FINAL else None
-
-    return await wait_for(final, timeout=timeout)  # type: ignore[no-any-return]
-
-
-async def stored_log(c: httpx.AsyncClient, run_id: str) -> list[Frame]:
-    resp, frames = await collect(c, "GET", f"/runs/{run_id}/events",
-                                 params={"follow": "false"})
-    assert resp.status_code == 200
-    return frames
-
-
-def effect_counts(server: ServerProcess) -> Counter[tuple[str, int]]:
-    """How many times each (run, step) tool ran, from the demo's effects.log."""
-    counts: Counter[tuple[str, int]] = Counter()
-    for line in server.effects():
-        run_id, step, _ = line.split(" ")
-        counts[(run_id, int(step))] += 1
-    return counts
-
-
-def one_result_per_call(messages: list[dict[str, Any]]) -> None:
-    """Every tool call in the transcript has exactly one result (a resume never adds a second)."""
-    calls = [call["id"] for m in messages for call in m.get("toolCalls") or ()]
-    results = Counter(m["toolCallId"] for m in messages if m.get("role") == "tool")
-    assert len(calls) == len(set(calls)), calls
-    assert results == Counter(calls), (calls, results)
-
-
-def effect_status(server: ServerProcess, run_id: str, key: str) -> str | None:
-    """The effect journal entry, read straight from the store's SQLite file."""
-    db = sqlite3.connect(f"file:{server.data_dir / 'outlast.db'}?mode=ro", uri=True)
-    try:
-        row = db.execute("SELECT e.status FROM effects e JOIN runs r ON r.rid = e.rid "
-                         "WHERE r.id = ? AND e.key = ?", (run_id, key)).fetchone()
-    finally:
-        db.close()
-    return None if row is None else str(row[0])
 
 
 async def check_log(c: httpx.AsyncClient, run_id: str, watchers: list[Watcher],

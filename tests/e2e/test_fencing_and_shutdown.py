@@ -12,7 +12,6 @@ import asyncio
 import signal
 import sqlite3
 import time
-import uuid
 from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -23,13 +22,8 @@ import httpx
 import pytest
 
 from outlast.protocol.fold import ThreadFold
-from tests.support.server import Frame, ServerProcess, collect, demo_input, parse_sse, wait_for
-
-FINAL = ("succeeded", "failed", "cancelled", "interrupted")
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+from tests.support.runs import run_record, stored_log, uid, wait_final
+from tests.support.server import Frame, ServerProcess, demo_input, sse_frames, wait_for
 
 
 @dataclass
@@ -50,14 +44,9 @@ class Watcher:
             async with c.stream(method, url, **kwargs) as resp:
                 assert resp.status_code == 200
                 self.opened.set()
-                buf = ""
-                async for chunk in resp.aiter_text():
-                    buf += chunk
-                    while "\n\n" in buf:
-                        block, buf = buf.split("\n\n", 1)
-                        for f in parse_sse(block + "\n\n"):
-                            self.frames.append(f)
-                            self.times.append(time.monotonic())
+                async for f in sse_frames(resp):
+                    self.frames.append(f)
+                    self.times.append(time.monotonic())
         except httpx.HTTPError:
             pass
         finally:
@@ -68,27 +57,6 @@ class Watcher:
             self.task.cancel()
             with suppress(asyncio.CancelledError):
                 await self.task
-
-
-async def run_record(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    r = await c.get(f"/runs/{run_id}")
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-async def wait_final(c: httpx.AsyncClient, run_id: str, timeout: float = 30) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        rec = await run_record(c, run_id)
-        return rec if rec["status"] in FINAL else None
-
-    return await wait_for(final, timeout=timeout)  # type: ignore[no-any-return]
-
-
-async def stored_log(c: httpx.AsyncClient, run_id: str) -> list[Frame]:
-    resp, frames = await collect(c, "GET", f"/runs/{run_id}/events",
-                                 params={"follow": "false"})
-    assert resp.status_code == 200
-    return frames
 
 
 def steps_run(effects_log: Path, run_id: str) -> Counter[int]:

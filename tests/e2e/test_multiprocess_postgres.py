@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import uuid
 from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -21,15 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.server import Frame, ServerProcess, collect, demo_input, parse_sse, wait_for
+from tests.support.runs import run_record, uid, wait_final
+from tests.support.server import Frame, ServerProcess, collect, demo_input, sse_frames, wait_for
 
 pytestmark = pytest.mark.postgres
-
-FINAL = ("succeeded", "failed", "cancelled", "interrupted")
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @dataclass
@@ -85,14 +79,9 @@ class Reader:
         async with c.stream(method, url, **kwargs) as resp:
             self.status = resp.status_code
             self.headers = dict(resp.headers)
-            buf = ""
-            async for chunk in resp.aiter_text():
-                buf += chunk
-                while "\n\n" in buf:
-                    block, buf = buf.split("\n\n", 1)
-                    for f in parse_sse(block + "\n\n"):
-                        self.frames.append(f)
-                        self.times.append(time.time())
+            async for f in sse_frames(resp):
+                self.frames.append(f)
+                self.times.append(time.time())
 
     async def done(self, timeout: float = 30) -> Reader:
         assert self.task is not None
@@ -108,19 +97,6 @@ class Reader:
 
 def pairs(frames: list[Frame]) -> list[tuple[int | None, dict[str, Any]]]:
     return [(f.id, f.event) for f in frames]
-
-
-async def record(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    r = await c.get(f"/runs/{run_id}")
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-async def wait_final(c: httpx.AsyncClient, run_id: str, timeout: float = 30) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        r = await c.get(f"/runs/{run_id}")
-        return r.json() if r.status_code == 200 and r.json()["status"] in FINAL else None
-    return await wait_for(final, timeout)  # type: ignore[no-any-return]
 
 
 async def executing(c: httpx.AsyncClient) -> int:
@@ -169,7 +145,7 @@ async def test_a_run_started_on_a_is_followed_live_and_replayed_from_b(
     live_b = Reader().start(svc.cb, "GET", f"/runs/{body['runId']}/events")
     await on_a.done()
     await live_b.done()
-    run = await record(svc.cb, body["runId"])
+    run = await run_record(svc.cb, body["runId"])
     assert run["status"] == "succeeded"
     assert on_a.status == 200 and live_b.status == 200
     # B followed live: it had frames while the run was still going.
@@ -301,7 +277,7 @@ async def test_queued_runs_start_on_whichever_process_is_free(
         assert (await executing(ca), await executing(cb)) == (1, 1)
         for reader in readers:
             await reader.done()
-        assert [(await record(cb, body["runId"]))["status"] for body in bodies] == \
+        assert [(await run_record(cb, body["runId"]))["status"] for body in bodies] == \
             ["succeeded", "succeeded"]
 
 
@@ -325,7 +301,7 @@ async def test_an_interrupt_raised_on_a_is_answered_on_b(service: Service) -> No
     _, cont = await collect(svc.cb, "POST", f"/threads/{body['threadId']}/resume",
                             json=answer, headers={"Accept": "text/event-stream"})
     assert cont[-1].event["type"] == "RUN_FINISHED"
-    assert (await record(svc.ca, cont_id))["status"] == "succeeded"
+    assert (await run_record(svc.ca, cont_id))["status"] == "succeeded"
     # Exactly once: the same answer through A (another request) finds nothing pending.
     again = {**answer, "runId": uid("late")}
     r = await svc.ca.post(f"/threads/{body['threadId']}/resume", json=again)

@@ -8,68 +8,23 @@ after the journal recorded the start and before the tool wrote its ``effects.log
 
 from __future__ import annotations
 
-import sqlite3
-import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
+from tests.support.runs import (
+    effect_counts,
+    effect_status,
+    one_result_per_call,
+    stored_log,
+    uid,
+    wait_final,
+)
+from tests.support.server import ServerProcess, collect, demo_input, wait_for
 
-FINAL = ("succeeded", "failed", "cancelled", "interrupted")
 # Long enough that the kill surely lands inside step 1's tool.
 SLOW_TOOL: dict[str, Any] = {"steps": 2, "step_delay_ms": 1500}
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def effect_status(server: ServerProcess, run_id: str, key: str) -> str | None:
-    """The effect journal entry, read straight from the store's SQLite file."""
-    db = sqlite3.connect(f"file:{server.data_dir / 'outlast.db'}?mode=ro", uri=True)
-    try:
-        row = db.execute("SELECT e.status FROM effects e JOIN runs r ON r.rid = e.rid "
-                         "WHERE r.id = ? AND e.key = ?", (run_id, key)).fetchone()
-    finally:
-        db.close()
-    return None if row is None else str(row[0])
-
-
-def effect_counts(server: ServerProcess) -> Counter[tuple[str, int]]:
-    counts: Counter[tuple[str, int]] = Counter()
-    for line in server.effects():
-        run_id, step, _ = line.split(" ")
-        counts[(run_id, int(step))] += 1
-    return counts
-
-
-async def run_record(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    r = await c.get(f"/runs/{run_id}")
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-async def wait_final(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        rec = await run_record(c, run_id)
-        return rec if rec["status"] in FINAL else None
-
-    return await wait_for(final, timeout=30)  # type: ignore[no-any-return]
-
-
-async def stored_log(c: httpx.AsyncClient, run_id: str) -> list[Frame]:
-    _, frames = await collect(c, "GET", f"/runs/{run_id}/events", params={"follow": "false"})
-    return frames
-
-
-def one_result_per_call(messages: list[dict[str, Any]]) -> None:
-    calls = [call["id"] for m in messages for call in m.get("toolCalls") or ()]
-    results = Counter(m["toolCallId"] for m in messages if m.get("role") == "tool")
-    assert results == Counter(calls), (calls, results)
 
 
 async def kill_inside_the_first_tool(server_factory: Any, data_dir: Path,

@@ -23,6 +23,7 @@ import pytest
 from outlast.errors import InvalidRequest
 from outlast.http.auth import Principals
 from tests.support.hostile_agents import dump_store
+from tests.support.runs import follow_final
 from tests.support.server import Frame, ServerProcess, demo_input, parse_sse
 
 TOKENS = """\
@@ -34,7 +35,6 @@ bob:tok-bob
 """  # noqa: W291 - the surrounding blanks are part of what the parser must accept
 OWNER = {"Authorization": "Bearer tok-alice"}
 OTHER = {"Authorization": "Bearer tok-bob"}
-FINAL = ("succeeded", "failed", "cancelled", "interrupted")
 # Everything that is not a token of a principal.
 BAD_AUTH: list[dict[str, Any]] = [
     {},
@@ -76,14 +76,6 @@ def sse(c: httpx.Client, method: str, url: str, **kwargs: Any) -> tuple[httpx.Re
     return r, []
 
 
-def wait_final(c: httpx.Client, run_id: str) -> dict[str, Any]:
-    r, _ = sse(c, "GET", f"/runs/{run_id}/events")  # follows the run until it is final
-    assert r.status_code == 200, r.text
-    record = c.get(f"/runs/{run_id}").json()
-    assert record["status"] in FINAL, record
-    return record  # type: ignore[no-any-return]
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("access")
@@ -100,7 +92,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             for body in (ask, done):
                 r, _ = sse(c, "POST", "/agents/demo", json=body)
                 assert r.status_code == 200, r.text
-                wait_final(c, body["runId"])
+                follow_final(c, body["runId"])
             w.bodies = {"ask": ask, "done": done}
             thread = c.get(f"/threads/{w.ask_thread}").json()
             assert thread["status"] == "interrupted", thread
@@ -262,7 +254,7 @@ def test_another_principal_never_meets_a_conflict_on_ids_the_owner_uses(world: W
             assert bob.delete(f"/threads/{thread}").status_code == 204
             assert bob.get(f"/threads/{thread}").status_code == 404
             live.read()
-        record = wait_final(alice, busy["runId"])
+        record = follow_final(alice, busy["runId"])
         assert record["status"] == "succeeded"  # bob's cancel and delete never reached it
         assert alice.get(f"/threads/{thread}").json()["status"] == "idle"
 
@@ -285,7 +277,7 @@ def test_the_owner_reaches_everything(world: World) -> None:
         expected = {e.label: 200 for e in MATRIX}
         expected["DELETE /threads/{id}"] = 204
         assert statuses == expected
-        assert wait_final(c, continuation)["status"] == "succeeded"
+        assert follow_final(c, continuation)["status"] == "succeeded"
         assert c.get(f"/threads/{world.done_thread}").status_code == 404
 
 

@@ -5,16 +5,15 @@ and change nothing: the thread list and every table of the SQLite file stay as t
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.runs import row_counts
 from tests.support.server import ServerProcess, collect, demo_input
 
-TABLES = ("threads", "runs", "events", "messages", "idempotency", "interrupts", "effects")
 JSON = {"Content-Type": "application/json"}
 
 
@@ -31,14 +30,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         assert client.get("/runs/known-r").json()["status"] == "succeeded"
     yield proc
     proc.stop()
-
-
-def stored(server: ServerProcess) -> dict[str, int]:
-    db = sqlite3.connect(f"file:{server.data_dir / 'outlast.db'}?mode=ro", uri=True)
-    try:
-        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
-    finally:
-        db.close()
 
 
 def body(**changes: Any) -> dict[str, Any]:
@@ -114,7 +105,7 @@ async def test_a_bad_request_gets_its_error_and_stores_nothing(
         client: httpx.AsyncClient, server: ServerProcess, method: str, path: str,
         kwargs: dict[str, Any], status: int, code: str) -> None:
     threads = (await client.get("/threads")).json()
-    rows = stored(server)
+    rows = row_counts(server)
     assert rows["runs"] >= 1 and rows["events"] > 1  # the module's run is there to lose
 
     resp = await client.request(method, path, **kwargs)
@@ -124,7 +115,7 @@ async def test_a_bad_request_gets_its_error_and_stores_nothing(
     error = resp.json()["error"]
     assert error["code"] == code
     assert isinstance(error["message"], str) and error["message"]
-    assert stored(server) == rows
+    assert row_counts(server) == rows
     assert (await client.get("/threads")).json() == threads
     assert (await client.get("/runs/fresh-r")).status_code == 404
 
@@ -156,7 +147,7 @@ async def test_a_body_over_the_limit_is_refused_with_payload_too_large(
     fits = body(threadId="fits-t", runId="fits-r")
     resp, frames = await collect(client, "POST", "/agents/demo", json=fits)
     assert resp.status_code == 200 and frames[-1].event["type"] == "RUN_FINISHED"
-    rows, threads = stored(srv), (await client.get("/threads")).json()
+    rows, threads = row_counts(srv), (await client.get("/threads")).json()
 
     big = body(threadId="big-t", runId="big-r",
                messages=[{"id": "u1", "role": "user", "content": "x" * 3000}])
@@ -174,6 +165,6 @@ async def test_a_body_over_the_limit_is_refused_with_payload_too_large(
         assert resp.status_code == 413, resp.text
         error = resp.json()["error"]
         assert error["code"] == "payload_too_large" and error["message"]
-    assert stored(srv) == rows
+    assert row_counts(srv) == rows
     assert (await client.get("/threads")).json() == threads
     assert (await client.get("/threads/big-t")).status_code == 404

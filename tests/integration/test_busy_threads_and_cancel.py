@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.server import Frame, ServerProcess, collect, demo_input, parse_sse, wait_for
+from tests.support.runs import FINAL, row_counts, run_in_status, run_record, stream_into
+from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
 
-FINAL = ("interrupted", "succeeded", "failed", "cancelled")
 # Long enough that nothing finishes by itself while a test looks at it.
 SLOW = {"steps": 4, "step_delay_ms": 1500, "tokens_per_message": 3, "token_delay_ms": 5}
 
@@ -31,47 +31,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.start()
     yield proc
     proc.stop()
-
-
-def row_counts(server: ServerProcess, *tables: str) -> dict[str, int]:
-    db = sqlite3.connect(f"file:{server.data_dir / 'outlast.db'}?mode=ro", uri=True)
-    try:
-        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
-    finally:
-        db.close()
-
-
-async def stream_into(client: httpx.AsyncClient, method: str, url: str, frames: list[Frame],
-                      **kwargs: Any) -> httpx.Response:
-    """Read an SSE response to its end, appending each frame as it arrives."""
-    async with client.stream(method, url, **kwargs) as resp:
-        buf = ""
-        async for chunk in resp.aiter_text():
-            buf += chunk
-            while "\n\n" in buf:
-                block, buf = buf.split("\n\n", 1)
-                frames.extend(parse_sse(block + "\n\n"))
-    return resp
-
-
-async def run_record(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    resp = await client.get(f"/runs/{run_id}")
-    assert resp.status_code == 200, resp.text
-    record: dict[str, Any] = resp.json()
-    return record
-
-
-async def run_in_status(client: httpx.AsyncClient, run_id: str, *statuses: str,
-                        timeout: float = 20) -> dict[str, Any]:
-    async def reached() -> dict[str, Any] | None:
-        resp = await client.get(f"/runs/{run_id}")
-        if resp.status_code != 200:
-            return None
-        record: dict[str, Any] = resp.json()
-        return record if record["status"] in statuses else None
-
-    result: dict[str, Any] = await wait_for(reached, timeout=timeout)
-    return result
 
 
 async def start_slow(client: httpx.AsyncClient, thread_id: str, run_id: str,

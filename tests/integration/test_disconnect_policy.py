@@ -15,9 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.runs import FINAL, run_in_status
 from tests.support.server import ServerProcess, collect, demo_input, wait_for
-
-FINAL = ("interrupted", "succeeded", "failed", "cancelled")
 
 
 @pytest.fixture(scope="module")
@@ -37,19 +36,6 @@ def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
     proc.start()
     yield proc
     proc.stop()
-
-
-async def run_in_status(client: httpx.AsyncClient, run_id: str, *statuses: str,
-                        timeout: float = 20) -> dict[str, Any]:
-    async def reached() -> dict[str, Any] | None:
-        resp = await client.get(f"/runs/{run_id}")
-        if resp.status_code != 200:
-            return None
-        record: dict[str, Any] = resp.json()
-        return record if record["status"] in statuses else None
-
-    result: dict[str, Any] = await wait_for(reached, timeout=timeout, interval=0.02)
-    return result
 
 
 async def raw_request(url: str, body: dict[str, Any], headers: dict[str, str] | None = None,

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.hostile_agents import BLOAT_AGENT, HOSTILE_ENV, dump_store
+from tests.support.runs import follow_final
 from tests.support.server import ServerProcess, demo_input, parse_sse
 
 MAX_BODY = 4096
@@ -27,7 +28,6 @@ MAX_HEADERS = 4096
 LIMITS = ["--max-body-bytes", str(MAX_BODY), "--max-messages", str(MAX_MESSAGES),
           "--max-event-bytes", str(MAX_EVENT), "--max-header-bytes", str(MAX_HEADERS),
           "--body-timeout", "1", "--keepalive", "2", "--agent", BLOAT_AGENT]
-FINAL = ("succeeded", "failed", "cancelled", "interrupted")
 
 
 @dataclass
@@ -50,14 +50,6 @@ class Seeded:
         return dump_store(self.server.data_dir), files
 
 
-def finish(c: httpx.Client, run_id: str) -> dict[str, Any]:
-    r = c.get(f"/runs/{run_id}/events")  # follows the run until it is final
-    assert r.status_code == 200, r.text
-    record: dict[str, Any] = c.get(f"/runs/{run_id}").json()
-    assert record["status"] in FINAL
-    return record
-
-
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     root = tmp_path_factory.mktemp("hostile")
@@ -70,7 +62,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
             s.done_body = demo_input(s.done_thread, s.done_run, steps=0)
             for body in (ask, s.done_body):
                 assert c.post("/agents/demo", json=body).status_code == 200
-                finish(c, body["runId"])
+                follow_final(c, body["runId"])
             s.last_seq = c.get(f"/runs/{s.done_run}").json()["lastSeq"]
             assert c.get(f"/threads/{s.thread}").json()["status"] == "interrupted"
         yield s
@@ -381,7 +373,7 @@ def test_an_agent_emitting_an_oversized_event_fails_its_run_clearly(seeded: Seed
         assert c.get("/healthz").status_code == 200
         # The server goes on: the next run of another agent succeeds.
         c.post("/agents/demo", json=demo_input("t-after", "r-after", steps=0))
-        assert finish(c, "r-after")["status"] == "succeeded"
+        assert follow_final(c, "r-after")["status"] == "succeeded"
 
 
 def test_the_limits_are_what_the_flags_say(seeded: Seeded) -> None:
@@ -399,6 +391,6 @@ def test_the_limits_are_what_the_flags_say(seeded: Seeded) -> None:
         assert len(raw) == MAX_BODY
         r = c.post("/agents/demo", content=raw, headers={"X-Pad": "p" * (MAX_HEADERS // 2)})
         assert r.status_code == 200, r.text
-        assert finish(c, "r-edge")["status"] == "succeeded"
+        assert follow_final(c, "r-edge")["status"] == "succeeded"
         first = parse_sse(c.get("/runs/r-edge/events").text)[0].event
         assert first["type"] == "RUN_STARTED" and len(json.dumps(first)) > MAX_EVENT

@@ -6,18 +6,14 @@ thread, is refused and stores nothing.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
-
-FINAL = ("interrupted", "succeeded", "failed", "cancelled")
-TABLES = ("threads", "runs", "events", "messages", "idempotency", "interrupts", "effects")
+from tests.support.runs import row_counts, wait_final, with_ids
+from tests.support.server import ServerProcess, collect, demo_input
 
 
 @pytest.fixture(scope="module")
@@ -27,28 +23,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.start()
     yield proc
     proc.stop()
-
-
-def row_counts(server: ServerProcess) -> dict[str, int]:
-    """Rows per table of the server's SQLite file, read beside the running server."""
-    db = sqlite3.connect(f"file:{server.data_dir / 'outlast.db'}?mode=ro", uri=True)
-    try:
-        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
-    finally:
-        db.close()
-
-
-async def finished_run(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        run: dict[str, Any] = (await client.get(f"/runs/{run_id}")).json()
-        return run if run["status"] in FINAL else None
-
-    result: dict[str, Any] = await wait_for(final)
-    return result
-
-
-def with_ids(frames: list[Frame]) -> list[tuple[int, dict[str, Any]]]:
-    return [(f.id, f.event) for f in frames if f.id is not None]
 
 
 def steps_run(server: ServerProcess, run_id: str) -> list[str]:
@@ -79,7 +53,7 @@ async def test_disconnect_plus_retry_exactly_one_execution(
         assert resp.headers["Outlast-Replayed"] == "true"
         assert with_ids(again) == with_ids(frames)
 
-    run = await finished_run(client, "retry-r")
+    run = await wait_final(client, "retry-r")
     assert run["status"] == "succeeded" and run["attempts"] == 1
     assert run["lastSeq"] == len(frames)
     assert steps_run(server, "retry-r") == ["1", "2", "3"]
@@ -93,7 +67,7 @@ async def test_sixteen_concurrent_identical_requests_make_one_run(
     async with server.client(limits=httpx.Limits(max_connections=32)) as client:
         results = await asyncio.gather(*(
             collect(client, "POST", "/agents/demo", json=body) for _ in range(16)))
-        run = await finished_run(client, "herd-r")
+        run = await wait_final(client, "herd-r")
         runs = (await client.get("/threads/herd-t/runs")).json()["runs"]
     assert [resp.status_code for resp, _ in results] == [200] * 16
     assert {resp.headers["Outlast-Run-Id"] for resp, _ in results} == {"herd-r"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import uuid
 from collections import Counter
 from typing import Any
 
@@ -20,9 +19,9 @@ import pytest
 
 from outlast.protocol.fold import ThreadFold
 from tests.support.agents import AGENT_ENV, ASK_AGENT
-from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
+from tests.support.runs import run_record, uid, wait_final
+from tests.support.server import Frame, ServerProcess, collect, demo_input
 
-FINAL = ("succeeded", "failed", "cancelled", "interrupted")
 # Fields the HTTP views add to a stored interrupt; the wire shape has none of them.
 RECORD_FIELDS = ("status", "runId", "answeredBy", "answeredAt", "resolution")
 
@@ -30,10 +29,6 @@ RECORD_FIELDS = ("status", "runId", "answeredBy", "answeredAt", "resolution")
 @pytest.fixture
 def server(server_factory: Any) -> ServerProcess:
     return server_factory("--keepalive", "2", "--agent", ASK_AGENT, env=AGENT_ENV)  # type: ignore[no-any-return]
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def wire(interrupt: dict[str, Any]) -> dict[str, Any]:
@@ -55,20 +50,6 @@ def answer(interrupt_id: str, approved: bool = True, status: str = "resolved",
     if edited is not None:
         payload["editedArgs"] = edited
     return {"interruptId": interrupt_id, "status": status, "payload": payload}
-
-
-async def run_record(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    r = await c.get(f"/runs/{run_id}")
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-async def wait_final(c: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        rec = await run_record(c, run_id)
-        return rec if rec["status"] in FINAL else None
-
-    return await wait_for(final, timeout=30)  # type: ignore[no-any-return]
 
 
 async def interrupted_thread(c: httpx.AsyncClient, thread_id: str, run_id: str,

@@ -24,9 +24,8 @@ from outlast.engine.runtime import Engine
 from outlast.http.app import create_app
 from outlast.protocol.fold import ThreadFold
 from outlast.store.sqlite import SQLiteStore
-from tests.support.server import Frame, ServerProcess, collect, demo_input, parse_sse, wait_for
-
-FINAL = ("interrupted", "succeeded", "failed", "cancelled")
+from tests.support.runs import fold_of, stream_into, wait_final
+from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -38,41 +37,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.stop()
 
 
-async def stream_into(client: httpx.AsyncClient, method: str, url: str, frames: list[Frame],
-                      **kwargs: Any) -> httpx.Response:
-    """Read an SSE response to its end, appending each frame as it arrives."""
-    async with client.stream(method, url, **kwargs) as resp:
-        buf = ""
-        async for chunk in resp.aiter_text():
-            buf += chunk
-            while "\n\n" in buf:
-                block, buf = buf.split("\n\n", 1)
-                frames.extend(parse_sse(block + "\n\n"))
-    return resp
-
-
-async def finished_run(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        resp = await client.get(f"/runs/{run_id}")
-        if resp.status_code == 404:
-            return None
-        run: dict[str, Any] = resp.json()
-        return run if run["status"] in FINAL else None
-
-    result: dict[str, Any] = await wait_for(final)
-    return result
-
-
 def hydration(thread_id: str, run_id: str) -> dict[str, Any]:
     """A RunAgentInput with no messages and no resume: stream the thread, run nothing."""
     return demo_input(thread_id, run_id, messages=[])
-
-
-def fold_of(events: list[dict[str, Any]], start: ThreadFold | None = None) -> ThreadFold:
-    fold = start.copy() if start is not None else ThreadFold()
-    for event in events:
-        fold.apply(event)
-    return fold
 
 
 async def run_ids(client: httpx.AsyncClient, thread_id: str) -> list[str]:
@@ -224,7 +191,7 @@ async def test_reload_mid_run_never_rolls_back(client: httpx.AsyncClient) -> Non
     assert [f.id for f in tail] == list(range(start, start + len(tail)))
     assert tail[-1].event["type"] == "RUN_FINISHED"
 
-    run = await finished_run(client, "reload-r2")
+    run = await wait_final(client, "reload-r2")
     assert run["status"] == "succeeded" and run["lastSeq"] == tail[-1].id
     log1, log2 = [f.event for f in first], await log_of(client, "reload-r2")
     # The snapshot it started from is the fold of the log up to the boundary before `start`.

@@ -22,10 +22,10 @@ import httpx
 import pytest
 
 from outlast.protocol.fold import ThreadFold
-from tests.support.server import Frame, ServerProcess, collect, demo_input, parse_sse, wait_for
+from tests.support.runs import fold_of, stream_into, wait_final, with_ids
+from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
-FINAL = ("interrupted", "succeeded", "failed", "cancelled")
 
 
 @pytest.fixture(scope="module")
@@ -35,42 +35,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.start()
     yield proc
     proc.stop()
-
-
-async def stream_into(client: httpx.AsyncClient, method: str, url: str, frames: list[Frame],
-                      **kwargs: Any) -> httpx.Response:
-    """Read an SSE response to its end, appending each frame as it arrives."""
-    async with client.stream(method, url, **kwargs) as resp:
-        buf = ""
-        async for chunk in resp.aiter_text():
-            buf += chunk
-            while "\n\n" in buf:
-                block, buf = buf.split("\n\n", 1)
-                frames.extend(parse_sse(block + "\n\n"))
-    return resp
-
-
-async def finished_run(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        resp = await client.get(f"/runs/{run_id}")
-        if resp.status_code == 404:  # not admitted yet
-            return None
-        run: dict[str, Any] = resp.json()
-        return run if run["status"] in FINAL else None
-
-    result: dict[str, Any] = await wait_for(final)
-    return result
-
-
-def with_ids(frames: list[Frame]) -> list[tuple[int, dict[str, Any]]]:
-    return [(f.id, f.event) for f in frames if f.id is not None]
-
-
-def fold_of(events: list[dict[str, Any]], start: ThreadFold | None = None) -> ThreadFold:
-    fold = start.copy() if start is not None else ThreadFold()
-    for event in events:
-        fold.apply(event)
-    return fold
 
 
 def assert_fold_is_thread(fold: ThreadFold, thread: dict[str, Any]) -> None:
@@ -213,7 +177,7 @@ async def test_a_dropped_stream_leaves_the_run_complete_with_each_effect_once(
     assert resp.status_code == 200 and len(seen) == 5
     assert (await client.get("/runs/drop-r")).json()["status"] in ("queued", "running")
 
-    run = await finished_run(client, "drop-r")
+    run = await wait_final(client, "drop-r")
     assert run["status"] == "succeeded"  # G1: the disconnect ended nothing
     effects = [line.split() for line in server.effects() if line.startswith("drop-r ")]
     assert sorted(step for _, step, _ in effects) == ["1", "2", "3"]  # G9: each tool once
@@ -262,7 +226,7 @@ async def test_a_reader_that_never_reads_neither_slows_the_run_nor_grows_memory(
             resp, _ = await collect(client, "POST", "/agents/demo", limit=1,
                                     json=demo_input(f"{run_id}-t", run_id, **pace))
             assert resp.status_code == 200
-            run = await finished_run(client, run_id)
+            run = await wait_final(client, run_id)
             assert run["status"] == "succeeded"
             return time.monotonic() - started
 
@@ -273,7 +237,7 @@ async def test_a_reader_that_never_reads_neither_slows_the_run_nor_grows_memory(
         try:
             before = rss_kib(pid)
             started = time.monotonic()
-            run = await finished_run(client, "g10-silent")
+            run = await wait_final(client, "g10-silent")
             elapsed = time.monotonic() - started
             after = rss_kib(pid)
             metrics = (await client.get("/metrics")).text

@@ -27,20 +27,21 @@ class AskAgent(Agent):
     async def run(self, ctx: RunContext) -> None:
         if ctx.resume:
             answers = ", ".join(f"{r.interrupt['id']}={r.status}" for r in ctx.resume)
-            await _say(ctx, f"answers: {answers}")
+            await say(ctx, f"answers: {answers}")
             return
         props: Any = ctx.forwarded_props
         asks = (props or {}).get("ask", {}).get("interrupts") if isinstance(props, dict) else None
         if not asks:
-            await _say(ctx, "nothing to ask")
+            await say(ctx, "nothing to ask")
             return
-        await _say(ctx, f"I need {len(asks)} answers.")
+        await say(ctx, f"I need {len(asks)} answers.")
         await ctx.interrupt(*[
             {"reason": "input_required", "message": f"question {a['id']}?", **a} for a in asks
         ])
 
 
-async def _say(ctx: RunContext, text: str) -> None:
+async def say(ctx: RunContext, text: str) -> None:
+    """Emit one whole assistant text message."""
     message_id = ctx.new_id("msg")
     await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"})
     await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})

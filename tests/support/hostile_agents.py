@@ -14,19 +14,12 @@ from typing import Any
 from outlast.agents.base import Agent, Capabilities
 from outlast.config import Settings
 from outlast.engine.context import RunContext
+from tests.support.agents import AGENT_ENV, say
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-HOSTILE_ENV = {"PYTHONPATH": str(REPO_ROOT)}
+HOSTILE_ENV = AGENT_ENV  # these agents live beside those of agents.py
 BLOAT_AGENT = "bloat=tests.support.hostile_agents:bloat"
 QUICK_AGENT = "quick=tests.support.hostile_agents:quick"
 PATCHY_AGENT = "patchy=tests.support.hostile_agents:patchy"
-
-
-async def _say(ctx: RunContext, text: str) -> None:
-    message_id = ctx.new_id("msg")
-    await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"})
-    await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
-    await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": message_id})
 
 
 class BloatAgent(Agent):
@@ -36,7 +29,7 @@ class BloatAgent(Agent):
     capabilities = Capabilities(description="Emits one oversized event.")
 
     async def run(self, ctx: RunContext) -> None:
-        await _say(ctx, "about to say far too much")
+        await say(ctx, "about to say far too much")
         props: Any = ctx.forwarded_props
         size = 64 << 10
         if isinstance(props, dict) and isinstance(props.get("bloat"), dict):
@@ -55,7 +48,7 @@ class QuickAgent(Agent):
     capabilities = Capabilities(description="Answers at once.")
 
     async def run(self, ctx: RunContext) -> None:
-        await _say(ctx, "done")
+        await say(ctx, "done")
 
 
 class PatchyAgent(Agent):
@@ -72,7 +65,7 @@ class PatchyAgent(Agent):
                         "delta": [{"op": "test", "path": "/note", "value": "other"}]})
         await ctx.emit({"type": "STATE_DELTA",
                         "delta": [{"op": "remove", "path": "/missing/member"}]})
-        await _say(ctx, "patched")
+        await say(ctx, "patched")
 
 
 def bloat(settings: Settings) -> Agent:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,15 +144,23 @@ async def collect(client: httpx.AsyncClient, method: str, url: str, *,
         if resp.status_code >= 400:
             await resp.aread()
             return resp, []
-        buf = ""
-        async for chunk in resp.aiter_text():
-            buf += chunk
-            while "\n\n" in buf:
-                block, buf = buf.split("\n\n", 1)
-                frames.extend(parse_sse(block + "\n\n"))
+        async with aclosing(sse_frames(resp)) as stream:
+            async for frame in stream:
+                frames.append(frame)
                 if limit is not None and len(frames) >= limit:
                     return resp, frames
     return resp, frames
+
+
+async def sse_frames(resp: httpx.Response) -> AsyncGenerator[Frame, None]:
+    """The data frames of a streamed SSE response, each as soon as its block is complete."""
+    buf = ""
+    async for chunk in resp.aiter_text():
+        buf += chunk
+        while "\n\n" in buf:
+            block, buf = buf.split("\n\n", 1)
+            for frame in parse_sse(block + "\n\n"):
+                yield frame
 
 
 async def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.05) -> Any:

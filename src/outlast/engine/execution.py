@@ -151,6 +151,10 @@ class RunExecution:
             if self.engine.draining and self.cancel_reason is None:
                 # Clean shutdown: stop at this boundary so the next process resumes here.
                 self.stop("drain")
+        else:
+            # Left the boundary without an opener (a MESSAGES_SNAPSHOT with an open tool
+            # call, say): the fold no longer holds that boundary's state, so it is gone.
+            self._pending_boundary = None
         if self.engine.writer.backlog(self.channel) > 2000:
             await self.engine.writer.flush(self.channel)
 
