@@ -223,7 +223,7 @@ async def test_reload_just_before_the_run_finishes_shows_the_live_run_or_its_fin
     asked = (await client.get("/threads/edge-t")).json()
     [interrupt] = asked["interrupts"]
 
-    answer = demo_input("edge-t", "edge-r2", messages=[], steps=1, step_delay_ms=80)
+    answer = demo_input("edge-t", "edge-r2", messages=[], steps=1, step_delay_ms=300)
     answer["resume"] = [{"interruptId": interrupt["id"], "status": "resolved",
                          "payload": {"approved": True}}]
     live: list[Frame] = []
