@@ -30,9 +30,10 @@ class ServerProcess:
     proc: subprocess.Popen[str] | None = None
     url: str = ""
     log: list[str] = field(default_factory=list)
+    prefix: list[str] = field(default_factory=list)  # e.g. ["ip", "netns", "exec", NS]
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
-        cmd = [sys.executable, "-m", "outlast.cli.main", "serve", "--port", "0",
+        cmd = [*self.prefix, sys.executable, "-m", "outlast.cli.main", "serve", "--port", "0",
                "--data-dir", str(self.data_dir), *self.args]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
