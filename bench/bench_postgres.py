@@ -23,14 +23,10 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +36,10 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 
+from bench.common import Server, median  # noqa: E402
 from outlast.agents.base import Agent, Capabilities  # noqa: E402
 from outlast.engine.context import RunContext  # noqa: E402
 
-READY = "outlast serving on "
 
 
 # -- the load --------------------------------------------------------------------
@@ -101,50 +97,6 @@ def fast_input(events: int, *, tokens: int = 20, pace_ms: float = 0, lead_ms: in
 # -- servers and clients --------------------------------------------------------------
 
 
-@dataclass
-class Server:
-    """One ``outlast serve`` subprocess with the fast agent registered."""
-
-    data_dir: Path
-    args: list[str]
-    proc: subprocess.Popen[str] | None = None
-    url: str = ""
-    log: list[str] = field(default_factory=list)
-
-    def start(self) -> Server:
-        cmd = [sys.executable, "-m", "outlast.cli.main", "serve", "--port", "0",
-               "--data-dir", str(self.data_dir), "--agent",
-               "fast=bench.bench_postgres:factory", *self.args]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.log.append(line.rstrip())
-                if line.startswith(READY):
-                    self.url = line[len(READY):].strip().rstrip("/")
-                    ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(60):
-            self.stop()
-            raise RuntimeError("outlast serve did not start:\n" + "\n".join(self.log))
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 def client(url: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(300.0),
                              limits=httpx.Limits(max_connections=500))
@@ -190,10 +142,6 @@ async def stamped_arrivals(c: httpx.AsyncClient, method: str, url: str,
                         if event.get("type") == "TEXT_MESSAGE_CONTENT":
                             out[seq] = (float(event["delta"]), now)
     return out
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)
 
 
 def p99(values: list[float]) -> float:
@@ -287,7 +235,8 @@ def main() -> None:
             root = Path(tmp)
 
             def serve(name: str, *args: str) -> Server:
-                s = Server(root / name, list(args)).start()
+                s = Server.outlast(root / name, "--agent", "fast=bench.bench_postgres:factory",
+                                   *args).start()
                 servers.append(s)
                 return s
 

@@ -16,6 +16,7 @@ from typing import Any
 from outlast.agents.base import Agent, Capabilities
 from outlast.engine.context import RunContext
 from outlast.errors import MissingDependency
+from outlast.protocol.content import text_of
 
 try:
     import agent_framework as af
@@ -29,12 +30,6 @@ def _require() -> Any:
     return af
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
-
-
 def to_maf(messages: list[dict[str, Any]]) -> list[Any]:
     """AG-UI messages as MAF messages (text, function calls, function results)."""
     lib = _require()
@@ -43,11 +38,11 @@ def to_maf(messages: list[dict[str, Any]]) -> list[Any]:
         role = m.get("role")
         if role in ("user", "system", "developer"):
             out.append(lib.Message("system" if role == "developer" else role,
-                                   [_text(m.get("content"))]))
+                                   [text_of(m.get("content"))]))
         elif role == "assistant":
             contents: list[Any] = []
             if m.get("content"):
-                contents.append(lib.Content("text", text=_text(m["content"])))
+                contents.append(lib.Content("text", text=text_of(m["content"])))
             for call in m.get("toolCalls") or ():
                 contents.append(lib.Content("function_call", call_id=call["id"],
                                             name=call["function"]["name"],
@@ -56,11 +51,11 @@ def to_maf(messages: list[dict[str, Any]]) -> list[Any]:
                 out.append(lib.Message("assistant", contents))
         elif role == "tool":
             out.append(lib.Message("tool", [lib.Content(
-                "function_result", call_id=m.get("toolCallId"), result=_text(m.get("content")))]))
+                "function_result", call_id=m.get("toolCallId"), result=text_of(m.get("content")))]))
     return out
 
 
-def _result_text(result: Any) -> str:
+def _resulttext_of(result: Any) -> str:
     if isinstance(result, list):
         parts = [getattr(c, "text", None) or "" for c in result]
         if any(parts):
@@ -155,7 +150,7 @@ class MafAgent(Agent):
                         await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": c.call_id})
                     await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
                                     "toolCallId": c.call_id, "role": "tool",
-                                    "content": _result_text(c.result)})
+                                    "content": _resulttext_of(c.result)})
                     parent = None  # what follows a tool result is a new assistant message
         if text_id is not None:
             await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})

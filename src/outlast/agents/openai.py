@@ -18,6 +18,7 @@ import httpx
 from outlast.agents.base import Agent, AgentError, Capabilities
 from outlast.agents.sse import sse_data
 from outlast.engine.context import RunContext
+from outlast.protocol.content import text_of
 
 
 def to_openai(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -27,7 +28,7 @@ def to_openai(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         role = m.get("role")
         content = m.get("content")
         if isinstance(content, list):  # multimodal parts: keep the text
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            content = text_of(content)
         if role in ("user", "system", "developer"):
             out.append({"role": "system" if role == "developer" else role,
                         "content": content or ""})

@@ -26,6 +26,7 @@ from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
 from outlast.errors import AgentNotFound, Draining, RunNotFound
+from outlast.protocol.content import text_of
 from outlast.store.base import (
     FINAL,
     AdmitRequest,
@@ -59,10 +60,8 @@ def title_of(messages: list[dict[str, Any]]) -> str | None:
     """A thread title: the first words of the first user message."""
     for m in messages:
         if m.get("role") == "user":
-            content = m.get("content")
-            if isinstance(content, list):
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-            if isinstance(content, str) and content.strip():
+            content = text_of(m.get("content"))
+            if content.strip():
                 text = " ".join(content.split())
                 return text[:80]
     return None

@@ -15,7 +15,7 @@ from typing import Any
 from outlast.engine.execution import dumps
 from outlast.engine.runtime import Engine
 from outlast.protocol.fold import ThreadFold
-from outlast.store.base import FINAL, RunRecord, StoredEvent, ThreadRecord
+from outlast.store.base import FINAL, RunRecord, StoredEvent, ThreadView
 
 PAGE = 1000
 REPLAY_PAGE = 2000  # pages of frames assembled by the database
@@ -153,11 +153,14 @@ class RunStream:
                 engine.hub.release(rid)
 
 
-async def hydration_frames(engine: Engine, thread: ThreadRecord | None, thread_id: str,
-                           run_id: str, *, legacy: bool) -> AsyncIterator[str]:
-    """SPEC §3 hydration: the thread's snapshot, then its active run live, if any."""
+async def hydration_frames(engine: Engine, owner: str, view: ThreadView | None,
+                           thread_id: str, run_id: str, *, legacy: bool) -> AsyncIterator[str]:
+    """SPEC §3 hydration: the thread's snapshot, then its active run live, if any.
+
+    Snapshot, interrupts and active run come from one consistent read (G5)."""
     yield f"retry: {RETRY_MS}\n\n"
-    if thread is None:
+    view = await _started(engine, owner, view)
+    if view is None:
         yield frame(None, dumps({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id,
                                  "protocolVersion": "1.0"}))
         yield frame(None, dumps({"type": "STATE_SNAPSHOT", "snapshot": {}}))
@@ -165,20 +168,19 @@ async def hydration_frames(engine: Engine, thread: ThreadRecord | None, thread_i
         yield frame(None, dumps({"type": "RUN_FINISHED", "threadId": thread_id,
                                  "runId": run_id}))
         return
-    active = await _started_active_run(engine, thread.tid)
-    snap = await engine.store.get_snapshot(thread.tid)
+    active = view.current_run
+    snap = view.snapshot
     head_run = active.id if active is not None else run_id
     yield frame(None, dumps({"type": "RUN_STARTED", "threadId": thread_id, "runId": head_run,
                              "protocolVersion": "1.0"}))
     yield frame(None, dumps({"type": "STATE_SNAPSHOT", "snapshot": snap.state}))
     yield frame(None, dumps({"type": "MESSAGES_SNAPSHOT", "messages": snap.messages}))
     if active is None:
-        pending = await engine.store.interrupts(tid=thread.tid, pending=True)
         finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": thread_id,
                                     "runId": run_id}
-        if pending:
+        if view.interrupts:
             finished["outcome"] = {"type": "interrupt",
-                                   "interrupts": [i.body for i in pending]}
+                                   "interrupts": [i.body for i in view.interrupts]}
         yield frame(None, dumps(finished))
         return
     # The snapshot is as of a boundary of the active run (its first commit saves
@@ -191,15 +193,14 @@ async def hydration_frames(engine: Engine, thread: ThreadRecord | None, thread_i
         yield f
 
 
-async def _started_active_run(engine: Engine, tid: int) -> RunRecord | None:
-    """The thread's active run once it has committed its first event (or None)."""
-    while True:
-        active = await engine.store.active_runs(tid)
-        running = [r for r in active if r.status == "running" and r.last_seq > 0]
-        if running:
-            return running[0]
-        if not active:
-            return None
+async def _started(engine: Engine, owner: str, view: ThreadView | None) -> ThreadView | None:
+    """The thread's view once its active run (if any) is running and has committed its
+    first event, which saves the snapshot the hydration starts from."""
+    while view is not None:
+        current = view.current_run
+        if current is None or (current.status == "running" and current.last_seq > 0):
+            return view
         # Queued, or running without a first commit yet: wait briefly for its start.
-        feed = engine.hub.feed(active[0].rid)
-        await feed.wait(0, 0.25)
+        await engine.hub.feed(current.rid).wait(0, 0.25)
+        view = await engine.store.thread_view(owner, view.thread.id)
+    return None

@@ -28,7 +28,6 @@ from outlast.store.base import Strategy
 router = APIRouter()
 
 
-
 def _input_schema() -> dict[str, Any]:
     """RunAgentInput as the official AG-UI types define it (references inlined, so the
     document needs no extra components), plus our rules for ids."""
@@ -125,14 +124,12 @@ async def run_agent(
     legacy = is_legacy(body.get("protocolVersion"))
     if not body.get("messages") and not body.get("resume"):
         # Hydration (SPEC §3): stream the thread, run nothing.
-        thread = await engine.store.get_thread(owner, body["threadId"])
-        active = None
-        if thread is not None:
-            runs = await engine.store.active_runs(thread.tid)
-            active = runs[0].id if runs else None
+        view = await engine.store.thread_view(owner, body["threadId"])
+        current = view.current_run if view is not None else None
         return stream_response(
-            hydration_frames(engine, thread, body["threadId"], body["runId"], legacy=legacy),
-            headers={"Outlast-Run-Id": active or body["runId"],
+            hydration_frames(engine, owner, view, body["threadId"], body["runId"],
+                             legacy=legacy),
+            headers={"Outlast-Run-Id": current.id if current else body["runId"],
                      "Outlast-Thread-Id": body["threadId"]},
             keepalive_seconds=s.keepalive)
     result = await engine.admit(owner, agent, body, RunOptions(

@@ -60,9 +60,7 @@ async def get_thread(thread_id: ThreadId, engine: EngineDep, owner: Owner) -> di
     view = await engine.store.thread_view(owner, thread_id)
     if view is None:
         raise ThreadNotFound("thread not found", threadId=thread_id)
-    running = [r for r in view.active if r.status == "running"]
-    current = (running or view.active)[0] if view.active else None
-    return thread_view(view.thread, view.snapshot, view.interrupts, current)
+    return thread_view(view.thread, view.snapshot, view.interrupts, view.current_run)
 
 
 @router.get("/threads/{thread_id}/runs", summary="A thread's runs, newest first")

@@ -138,6 +138,13 @@ class ThreadView:
     interrupts: list[InterruptRecord]
     active: list[RunRecord]
 
+    @property
+    def current_run(self) -> RunRecord | None:
+        """The run a reader follows: the running one, else the oldest queued."""
+        running = [r for r in self.active if r.status == "running"]
+        candidates = running or self.active
+        return candidates[0] if candidates else None
+
 
 @dataclass(frozen=True)
 class StoredEvent:

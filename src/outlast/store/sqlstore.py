@@ -207,8 +207,7 @@ class SqlStore(Store):
                 thread=ThreadRecord.from_row(row),
                 snapshot=await self._snapshot(c, tid),
                 interrupts=[InterruptRecord.from_row(r)
-                            for r in await c.all("interrupts_pending_for_thread", tid=tid)
-                            if r["status"] == "pending"],
+                            for r in await c.all("interrupts_pending_for_thread", tid=tid)],
                 active=[RunRecord.from_row(r)
                         for r in await c.all("runs_active_for_thread", tid=tid)],
             )
