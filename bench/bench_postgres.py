@@ -40,8 +40,6 @@ from bench.common import Server, median  # noqa: E402
 from outlast.agents.base import Agent, Capabilities  # noqa: E402
 from outlast.engine.context import RunContext  # noqa: E402
 
-
-
 # -- the load --------------------------------------------------------------------
 
 
