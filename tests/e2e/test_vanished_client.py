@@ -64,9 +64,18 @@ def _status(netns: list[str], url: str, run_id: str) -> str:
     return out.stdout.strip() or out.stderr.strip()
 
 
-def _vanish(netns: list[str], url: str, run_id: str, outage: float) -> str:
-    """Start a run with on_disconnect=cancel, cut the network for ``outage`` seconds
-    while the run waits in a tool, bring it back, and return the run's status then."""
+def _vanish(netns: list[str], data_dir: Path, keepalive: str, outage: float = 3.0) -> str:
+    """On a server with this keepalive, start a run with on_disconnect=cancel, cut the
+    network for ``outage`` seconds while the run waits in a tool, bring it back, and
+    return the run's status then."""
+    server = ServerProcess(data_dir, ["--keepalive", keepalive], prefix=netns).start()
+    try:
+        return _cut_network(netns, server.url, f"vanish-{keepalive}", outage)
+    finally:
+        server.stop()
+
+
+def _cut_network(netns: list[str], url: str, run_id: str, outage: float) -> str:
     client = subprocess.Popen([*netns, sys.executable, "-c", CLIENT, url, run_id],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -89,23 +98,15 @@ def _vanish(netns: list[str], url: str, run_id: str, outage: float) -> str:
 
 def test_a_vanished_client_is_noticed_within_the_keepalive_interval(
         netns: list[str], tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path / "fast", ["--keepalive", "1"], prefix=netns).start()
-    try:
-        status = _vanish(netns, server.url, "vanish-fast", outage=3.0)
-        # The keepalive writes went unacknowledged for over a second: the stream was
-        # torn down and, as the request asked, its run cancelled.
-        assert status == "cancelled", status
-    finally:
-        server.stop()
+    status = _vanish(netns, tmp_path / "fast", keepalive="1")
+    # The keepalive writes went unacknowledged for over a second: the stream was
+    # torn down and, as the request asked, its run cancelled.
+    assert status == "cancelled", status
 
 
 def test_a_blip_shorter_than_the_keepalive_interval_is_survived(
         netns: list[str], tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path / "slow", ["--keepalive", "15"], prefix=netns).start()
-    try:
-        status = _vanish(netns, server.url, "vanish-slow", outage=3.0)
-        # Same outage, longer interval: TCP retransmits once the network is back,
-        # the connection lives, the run goes on.
-        assert status == "running", status
-    finally:
-        server.stop()
+    status = _vanish(netns, tmp_path / "slow", keepalive="15")
+    # Same outage, longer interval: TCP retransmits once the network is back,
+    # the connection lives, the run goes on.
+    assert status == "running", status
