@@ -16,8 +16,7 @@ import httpx
 from outlast.agents.base import Agent, AgentError, Capabilities
 from outlast.agents.sse import sse_data
 from outlast.engine.context import RunContext
-
-ENGINE_EVENTS = ("RUN_STARTED", "RUN_FINISHED", "RUN_ERROR")
+from outlast.protocol.events import RESERVED
 
 
 class RemoteAgent(Agent):
@@ -60,7 +59,7 @@ class RemoteAgent(Agent):
                             if outcome.get("type") == "interrupt":
                                 await ctx.interrupt(*outcome.get("interrupts") or [])
                             return
-                        if kind not in ENGINE_EVENTS:
+                        if kind not in RESERVED:
                             await ctx.emit(event)
             except httpx.HTTPError as exc:
                 raise AgentError(f"The remote agent could not be reached "

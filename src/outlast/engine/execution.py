@@ -18,7 +18,10 @@ from pydantic import BaseModel
 from outlast.agents.base import Agent, AgentError
 from outlast.engine.context import Resolution, RunContext, RunSuspended
 from outlast.errors import EffectUncertain, InvalidRequest, LeaseLost, PayloadTooLarge
+from outlast.protocol.constructs import OPENERS
+from outlast.protocol.events import RESERVED
 from outlast.protocol.fold import ThreadFold
+from outlast.protocol.jsonutil import dumps
 from outlast.store.base import FinishWrite, RunRecord, SnapshotWrite
 
 if TYPE_CHECKING:
@@ -26,21 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("outlast.run")
 
-# Events that open a construct: a pending boundary is saved before one is applied,
-# so the snapshot carries the agent's session_state as of that boundary.
-OPENERS = frozenset({
-    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CHUNK", "TOOL_CALL_START", "TOOL_CALL_CHUNK",
-    "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CHUNK", "STEP_STARTED",
-})
-RESERVED = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"})
-
-
-_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # stateless; built once
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON, the log's encoding."""
-    return _JSON.encode(value)
 
 
 def now_ms() -> int:

@@ -21,12 +21,13 @@ from typing import Any
 
 from outlast.agents.base import Agent, MissingAgent
 from outlast.config import Settings
-from outlast.engine.execution import RunExecution, dumps
+from outlast.engine.execution import RunExecution
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
 from outlast.errors import AgentNotFound, Draining, RunNotFound
 from outlast.protocol.content import text_of
+from outlast.protocol.jsonutil import dumps
 from outlast.store.base import (
     FINAL,
     AdmitRequest,

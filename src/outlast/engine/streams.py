@@ -12,9 +12,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from outlast.engine.execution import dumps
 from outlast.engine.runtime import Engine
 from outlast.protocol.fold import ThreadFold
+from outlast.protocol.jsonutil import dumps
 from outlast.store.base import FINAL, RunRecord, StoredEvent, ThreadView
 
 PAGE = 1000

@@ -112,6 +112,13 @@ def opener(event: Event, chunked: bool) -> tuple[Key, OpenConstruct] | None:
     return key, OpenConstruct({"type": reopen_type, **reopen}, close, tag, chunked)
 
 
+# Events that open a construct (or may, as a chunk): the one table of them.
+OPENERS = frozenset({
+    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CHUNK", "TOOL_CALL_START", "TOOL_CALL_CHUNK",
+    "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CHUNK", "STEP_STARTED",
+    "SUBAGENT_STARTED",
+})
+
 # Which opener key each closing event clears (verify's bookkeeping, not the reducer's).
 CLOSERS: dict[str, str] = {
     "TEXT_MESSAGE_END": "text",

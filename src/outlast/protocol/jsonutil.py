@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonpatch
@@ -17,6 +18,14 @@ PATCH_ERRORS = (
     ValueError,
     AttributeError,
 )
+
+
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # stateless; built once
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON: the encoding of the event log, snapshots and the wire."""
+    return _JSON.encode(value)
 
 
 def clone_json(value: Any) -> Any:

@@ -24,6 +24,7 @@ from outlast.errors import (
     ThreadBusy,
     ThreadNotFound,
 )
+from outlast.protocol.jsonutil import dumps
 from outlast.store.base import (
     AdmitRequest,
     AdmitResult,
@@ -54,10 +55,6 @@ class Conn(Protocol):
 
 class UniqueViolation(Exception):
     """A backend's unique-constraint error, translated at the adapter boundary."""
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class SqlStore(Store):
@@ -165,7 +162,7 @@ class SqlStore(Store):
             changed = await c.run(
                 "interrupt_answer", tid=tid, id=answer.interrupt_id, status=answer.status,
                 answered_by=req.owner, now=req.now, continuation_rid=run.rid,
-                resolution=_dumps({"status": answer.status, "payload": answer.payload}),
+                resolution=dumps({"status": answer.status, "payload": answer.payload}),
             )
             if changed != 1:
                 raise InterruptNotPending(
@@ -365,8 +362,8 @@ class SqlStore(Store):
                             for i, body, exp in f.interrupts
                         ])
                     await c.run("run_finish", rid=w.rid, status=f.status,
-                                outcome=None if f.outcome is None else _dumps(f.outcome),
-                                error=None if f.error is None else _dumps(f.error), now=now)
+                                outcome=None if f.outcome is None else dumps(f.outcome),
+                                error=None if f.error is None else dumps(f.error), now=now)
                     await c.run("thread_refresh_status", tid=w.tid, now=now)
         return fenced
 
@@ -379,7 +376,7 @@ class SqlStore(Store):
     async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any]) -> bool:
         now = time.time()
         async with self._write() as c:
-            row = await c.one("run_cancel_queued", rid=rid, now=now, outcome=_dumps(outcome),
+            row = await c.one("run_cancel_queued", rid=rid, now=now, outcome=dumps(outcome),
                               last_seq=len(events))
             if row is None:
                 return False
