@@ -18,9 +18,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from outlast.agents.base import Agent, Capabilities
+from outlast.agent import Agent, Capabilities, RunContext
 from outlast.config import Settings
-from outlast.engine.context import RunContext
 
 
 def knobs(props: Any) -> tuple[int, int, int]:

@@ -37,8 +37,7 @@ if str(ROOT) not in sys.path:
 import httpx  # noqa: E402
 
 from bench.common import Server, median  # noqa: E402
-from outlast.agents.base import Agent, Capabilities  # noqa: E402
-from outlast.engine.context import RunContext  # noqa: E402
+from outlast.agent import Agent, Capabilities, RunContext  # noqa: E402
 
 # -- the load --------------------------------------------------------------------
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from outlast.agents.base import Agent, Capabilities
+from outlast.agent import Agent, Capabilities, RunContext
 from outlast.config import Settings
-from outlast.engine.context import RunContext
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_ENV = {"PYTHONPATH": str(REPO_ROOT)}

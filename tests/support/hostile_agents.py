@@ -11,9 +11,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from outlast.agents.base import Agent, Capabilities
+from outlast.agent import Agent, Capabilities, RunContext
 from outlast.config import Settings
-from outlast.engine.context import RunContext
 from tests.support.agents import AGENT_ENV, say
 
 HOSTILE_ENV = AGENT_ENV  # these agents live beside those of agents.py

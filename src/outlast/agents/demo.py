@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from outlast.agents.base import Agent, AgentError, Capabilities
-from outlast.engine.context import RunContext
+from outlast.agent import Agent, AgentError, Capabilities, RunContext
 from outlast.errors import EffectUncertain
 
 TOOLS = [

@@ -13,8 +13,7 @@ import json
 import os
 from typing import Any
 
-from outlast.agents.base import Agent, Capabilities
-from outlast.engine.context import RunContext
+from outlast.agent import Agent, Capabilities, RunContext
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
 

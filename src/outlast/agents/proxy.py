@@ -13,9 +13,8 @@ from typing import Any
 
 import httpx
 
-from outlast.agents.base import Agent, AgentError, Capabilities
+from outlast.agent import Agent, AgentError, Capabilities, RunContext
 from outlast.agents.sse import sse_data
-from outlast.engine.context import RunContext
 from outlast.protocol.events import RESERVED
 
 

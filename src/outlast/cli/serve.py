@@ -14,7 +14,7 @@ from typing import Any
 
 import uvicorn
 
-from outlast.agents.base import Agent
+from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
 from outlast.config import Settings
 from outlast.engine.runtime import Engine

@@ -11,21 +11,23 @@ import copy
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 
-from outlast.agents.base import Agent, AgentError
-from outlast.engine.context import Resolution, RunContext, RunSuspended
+from outlast.agent import Agent, AgentError, Resolution, RunSuspended
+from outlast.config import Settings
+from outlast.engine.context import EngineRunContext
+from outlast.engine.metrics import Metrics
+from outlast.engine.writer import Writer
 from outlast.errors import EffectUncertain, InvalidRequest, LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS
 from outlast.protocol.events import RESERVED
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
-from outlast.store.base import FinishWrite, RunRecord, SnapshotWrite
-
-if TYPE_CHECKING:
-    from outlast.engine.runtime import Engine
+from outlast.store.base import EffectRecord, FinishWrite, RunRecord, SnapshotWrite, Store
 
 log = logging.getLogger("outlast.run")
 
@@ -59,11 +61,27 @@ def new_messages(fold: ThreadFold, incoming: list[dict[str, Any]]) -> list[dict[
     return out
 
 
-class RunExecution:
-    """Runs one attempt of a run under this process's lease."""
+@dataclass(frozen=True)
+class RunServices:
+    """What an execution needs from the engine, and nothing more."""
 
-    def __init__(self, engine: Engine, run: RunRecord, agent: Agent, *, crashed: bool) -> None:
-        self.engine = engine
+    store: Store
+    writer: Writer
+    settings: Settings
+    metrics: Metrics
+    instance: str
+    is_draining: Callable[[], bool]
+    on_snapshot: Callable[[dict[str, Any]], None]  # the host's hook, called off the run's path
+
+
+class RunExecution:
+    """Runs one attempt of a run under this process's lease.
+
+    The engine learns that it ended from its task (``main``), never from a call back."""
+
+    def __init__(self, services: RunServices, run: RunRecord, agent: Agent, *,
+                 crashed: bool) -> None:
+        self.services = services
         self.run = run
         self.agent = agent
         self.crashed = crashed  # a takeover of an attempt that died
@@ -73,8 +91,8 @@ class RunExecution:
         self.fold = ThreadFold()
         self.positions: dict[str, float] = {}
         self.session_state: dict[str, Any] = {}
-        self.channel = engine.writer.channel(
-            run.rid, run.tid, run.id, run.attempts, engine.instance, run.last_seq)
+        self.channel = services.writer.channel(
+            run.rid, run.tid, run.id, run.attempts, services.instance, run.last_seq)
         self.channel.on_fenced = self._on_fenced
         self._agent_task: asyncio.Task[None] | None = None
         self._pending_boundary: int | None = None
@@ -94,6 +112,22 @@ class RunExecution:
     def _on_fenced(self) -> None:
         self.stop("lease_lost")
 
+    # -- what the agent's context reads (engine.context.RunPort) --------------
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.fold.messages
+
+    @property
+    def state(self) -> Any:
+        return self.fold.state
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_reason is not None
+
+    async def effect_get(self, key: str) -> EffectRecord | None:
+        return await self.services.store.effect_get(self.run.rid, key)
+
     # -- writing ----------------------------------------------------------
     async def emit(self, event: Any) -> None:
         """Append an agent's event (G2: it is shown only once committed)."""
@@ -106,7 +140,7 @@ class RunExecution:
         kind = data.get("type")
         if kind in RESERVED:
             raise InvalidRequest(f"agents do not emit {kind}; the engine opens and ends runs")
-        await self._append(data, limit=self.engine.settings.max_event_bytes)
+        await self._append(data, limit=self.services.settings.max_event_bytes)
 
     async def _append(self, data: dict[str, Any], limit: int | None = None) -> None:
         """Append one event. ``limit`` bounds what an agent emits; the engine's own
@@ -133,24 +167,24 @@ class RunExecution:
         self.fold.apply(data)
         self.seq += 1
         at_boundary = self.fold.at_boundary
-        self.engine.writer.append(self.channel, self.seq, at_boundary, body)
+        self.services.writer.append(self.channel, self.seq, at_boundary, body)
         if at_boundary:
             self._pending_boundary = self.seq
-            if self.engine.draining and self.cancel_reason is None:
+            if self.services.is_draining() and self.cancel_reason is None:
                 # Clean shutdown: stop at this boundary so the next process resumes here.
                 self.stop("drain")
         else:
             # Left the boundary without an opener (a MESSAGES_SNAPSHOT with an open tool
             # call, say): the fold no longer holds that boundary's state, so it is gone.
             self._pending_boundary = None
-        if self.engine.writer.backlog(self.channel) > 2000:
-            await self.engine.writer.flush(self.channel)
+        if self.services.writer.backlog(self.channel) > 2000:
+            await self.services.writer.flush(self.channel)
 
     async def flush(self) -> None:
         """Wait until everything emitted so far is committed."""
         if self._pending_boundary is not None:
             self._save_boundary(self._pending_boundary, force=False)
-        await self.engine.writer.flush(self.channel)
+        await self.services.writer.flush(self.channel)
         if self.channel.fenced:
             raise LeaseLost("this process no longer holds the run's lease")
 
@@ -162,7 +196,7 @@ class RunExecution:
 
     def _save_boundary(self, seq: int, *, force: bool) -> None:
         self._pending_boundary = None
-        settings = self.engine.settings
+        settings = self.services.settings
         if not force:
             if settings.snapshot_mode == "run_end":
                 return
@@ -170,9 +204,9 @@ class RunExecution:
                 return  # changes keep accumulating in the fold until the next save
         self._last_snapshot = time.monotonic()
         snap = self._snapshot_write(seq)
-        self.engine.writer.snapshot(self.channel, snap)
+        self.services.writer.snapshot(self.channel, snap)
         if settings.snapshot_hook is not None:
-            self.engine.schedule_hook({
+            self.services.on_snapshot({
                 "threadId": self.run.thread_id, "runId": self.run.id, "asOf": seq,
                 "messages": copy.deepcopy(self.fold.messages),
                 "state": copy.deepcopy(self.fold.state),
@@ -210,11 +244,11 @@ class RunExecution:
         )
 
     async def effect_start(self, key: str) -> None:
-        await self.engine.store.effect_start(self.run.rid, key, self.engine.instance,
+        await self.services.store.effect_start(self.run.rid, key, self.services.instance,
                                              self.run.attempts)
 
     async def effect_complete(self, key: str, result_json: str) -> None:
-        await self.engine.store.effect_complete(self.run.rid, key, self.engine.instance,
+        await self.services.store.effect_complete(self.run.rid, key, self.services.instance,
                                                 self.run.attempts, result_json)
 
     # -- lifecycle --------------------------------------------------------
@@ -229,7 +263,6 @@ class RunExecution:
             await self._give_up()
         finally:
             self.done.set()
-            self.engine.execution_ended(self)
 
     async def _give_up(self) -> None:
         """An engine failure must not leave the run running forever (G8): end it
@@ -244,7 +277,7 @@ class RunExecution:
         except Exception:
             log.exception("run %s: could not end the run after an engine failure", self.run.id)
         try:
-            await self.engine.store.expire_lease(self.run.rid, self.engine.instance,
+            await self.services.store.expire_lease(self.run.rid, self.services.instance,
                                                  self.run.attempts)
         except Exception:
             log.exception("run %s: could not give up its lease", self.run.id)
@@ -258,7 +291,7 @@ class RunExecution:
         if not self.run.cancel_requested:
             # A cancel that arrived between the claim and this start found no
             # execution to stop: the flag in the store is the truth (G6).
-            current = await self.engine.store.get_run_by_rid(self.run.rid)
+            current = await self.services.store.get_run_by_rid(self.run.rid)
             if current is not None and current.cancel_requested:
                 self.cancel_reason = "cancel"
         if self.run.cancel_requested or self.cancel_reason == "cancel":
@@ -267,9 +300,12 @@ class RunExecution:
         resolutions = [
             Resolution(i.body, (i.resolution or {}).get("status", "resolved"),
                        (i.resolution or {}).get("payload"))
-            for i in await self.engine.store.resolved_by(self.run.rid)
+            for i in await self.services.store.resolved_by(self.run.rid)
         ]
-        ctx = RunContext(self, resolutions)
+        ctx = EngineRunContext(
+            self, run_id=self.run.id, thread_id=self.run.thread_id, attempt=self.run.attempts,
+            input=self.run.input, session_state=self.session_state, resumed=self.resumed,
+            resolutions=resolutions)
         self._agent_task = asyncio.create_task(self.agent.run(ctx), name=f"agent:{self.run.id}")
         if self.cancel_reason is not None:  # stopped while preparing
             self._agent_task.cancel()
@@ -312,13 +348,13 @@ class RunExecution:
                 "agent_error", f"The agent failed unexpectedly ({type(exc).__name__}).")
 
     def _may_resume(self) -> bool:
-        s = self.engine.settings
+        s = self.services.settings
         policy = s.crash_policy or ("resume" if self.agent.capabilities.supports_resume
                                     else "fail")
         return policy == "resume" and self.run.attempts <= s.max_attempts
 
     async def _prepare(self) -> None:
-        store = self.engine.store
+        store = self.services.store
         snap = await store.get_snapshot(self.run.tid)
         self.fold = ThreadFold(snap.messages, snap.state)
         self.positions = dict(snap.positions)
@@ -379,10 +415,10 @@ class RunExecution:
         for event in events:
             await self._append(event)
         self._save_boundary(self.seq, force=True)
-        self.engine.writer.finish(self.channel, fin)
-        await self.engine.writer.flush(self.channel)
+        self.services.writer.finish(self.channel, fin)
+        await self.services.writer.flush(self.channel)
         self._settled = not self.channel.fenced
-        self.engine.metrics.finished.labels(fin.status).inc()
+        self.services.metrics.finished.labels(fin.status).inc()
 
     async def _finish_succeeded(self) -> None:
         # Tool calls left without a result on success are front-end tool calls:
@@ -432,12 +468,12 @@ class RunExecution:
         """Clean shutdown: commit what we have and let the next process resume (G8)."""
         if self._pending_boundary is not None:
             self._save_boundary(self._pending_boundary, force=True)
-        await self.engine.writer.flush(self.channel)
-        await self.engine.store.release_lease(self.run.rid, self.engine.instance,
+        await self.services.writer.flush(self.channel)
+        await self.services.store.release_lease(self.run.rid, self.services.instance,
                                               self.run.attempts)
         self._settled = True
         # Other processes on a shared store resume it now, not at their next look.
-        await self.engine.store.notify("outlast_work", "")
+        await self.services.store.notify("outlast_work", "")
 
 
 def _parse_time(value: Any) -> float | None:

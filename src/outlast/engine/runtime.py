@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from outlast.agents.base import Agent, MissingAgent
+from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
-from outlast.engine.execution import RunExecution
+from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
@@ -68,6 +68,17 @@ def title_of(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
+class MissingAgent(Agent):
+    """Stands in for an agent a stored run names but this server does not register."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def run(self, ctx: RunContext) -> None:
+        raise AgentError(f"The agent {self.name!r} is not available on this server.",
+                         code="agent_not_found")
+
+
 class Engine:
     """Owns runs in this process; the HTTP edge and the CLI call it."""
 
@@ -85,7 +96,14 @@ class Engine:
         self._idle = asyncio.Event()  # set while no run executes here
         self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
-        self._hooks: set[asyncio.Task[None]] = set()
+        # Background work by purpose, each awaited (or cancelled) on stop.
+        self._runs: set[asyncio.Task[None]] = set()  # executions' main tasks
+        self._notifications: set[asyncio.Task[None]] = set()  # cross-process notifies
+        self._snapshot_hooks: set[asyncio.Task[None]] = set()  # the host's snapshot hook
+        self.services = RunServices(
+            store=store, writer=self.writer, settings=settings, metrics=self.metrics,
+            instance=self.instance, is_draining=lambda: self.draining,
+            on_snapshot=self._schedule_snapshot_hook)
         self._started = False
 
     # -- lifecycle --------------------------------------------------------
@@ -135,6 +153,12 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.writer.stop()
+        # Executions have ended (drain); what is left is short notification and hook work.
+        for group in (self._runs, self._notifications, self._snapshot_hooks):
+            if group:
+                await asyncio.wait(set(group), timeout=self.settings.drain_timeout)
+            for task in set(group):
+                task.cancel()
         await self.store.close()
         self._started = False
 
@@ -240,16 +264,19 @@ class Engine:
             agent = MissingAgent(run.agent)
         if crashed:
             self.metrics.takeovers.inc()
-        ex = RunExecution(self, run, agent, crashed=crashed)
+        ex = RunExecution(self.services, run, agent, crashed=crashed)
         self.executions[run.rid] = ex
         self._idle.clear()
         self.metrics.executing.set(len(self.executions))
         task = asyncio.create_task(ex.main(), name=f"run:{run.id}")
-        self._hooks.add(task)
-        task.add_done_callback(self._hooks.discard)
+        self._runs.add(task)
+        task.add_done_callback(lambda t: self._execution_ended(t, ex))
 
-    def execution_ended(self, ex: RunExecution) -> None:
-        self.executions.pop(ex.run.rid, None)
+    def _execution_ended(self, task: asyncio.Task[None], ex: RunExecution) -> None:
+        """The one place an execution is dropped: when its task is done."""
+        self._runs.discard(task)
+        if self.executions.get(ex.run.rid) is ex:
+            del self.executions[ex.run.rid]
         if not self.executions:
             self._idle.set()
         self.metrics.executing.set(len(self.executions))
@@ -327,8 +354,8 @@ class Engine:
             last = write.events[-1][0] if write.events else write.prev_seq
             task = asyncio.ensure_future(self.store.notify(
                 "outlast_events", f"{write.rid}:{last}:{1 if write.finish else 0}"))
-            self._hooks.add(task)
-            task.add_done_callback(self._hooks.discard)
+            self._notifications.add(task)
+            task.add_done_callback(self._notifications.discard)
 
     async def _on_notify(self, channel: str, payload: str) -> None:
         if channel == "outlast_events":
@@ -342,7 +369,7 @@ class Engine:
         elif channel == "outlast_work":
             self.wake()
 
-    def schedule_hook(self, snapshot: dict[str, Any]) -> None:
+    def _schedule_snapshot_hook(self, snapshot: dict[str, Any]) -> None:
         """Call the host's snapshot hook off the run's path; its failures are only logged."""
         hook = self.settings.snapshot_hook
         if hook is None:
@@ -357,5 +384,5 @@ class Engine:
                 log.exception("snapshot hook failed (the run goes on)")
 
         task = asyncio.create_task(call())
-        self._hooks.add(task)
-        task.add_done_callback(self._hooks.discard)
+        self._snapshot_hooks.add(task)
+        task.add_done_callback(self._snapshot_hooks.discard)

@@ -1,0 +1,35 @@
+"""The public agent SDK: everything an agent author imports comes from here.
+
+    from outlast.agent import Agent, Capabilities, RunContext, AgentError, tool
+
+It imports nothing of the engine, the stores or HTTP: the engine implements
+``RunContext`` and hands each run an object that satisfies it.
+"""
+
+from outlast.agent.base import (
+    NOT_DONE,
+    Agent,
+    AgentError,
+    Capabilities,
+    EffectUncertain,
+    Resolution,
+    RunContext,
+    RunSuspended,
+    interrupt_items,
+)
+from outlast.agent.tools import Tool, ToolArgumentsError, tool
+
+__all__ = [
+    "NOT_DONE",
+    "Agent",
+    "AgentError",
+    "Capabilities",
+    "EffectUncertain",
+    "Resolution",
+    "RunContext",
+    "RunSuspended",
+    "Tool",
+    "ToolArgumentsError",
+    "interrupt_items",
+    "tool",
+]

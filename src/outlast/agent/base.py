@@ -1,0 +1,170 @@
+"""What an agent is and what it sees of its run."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, NoReturn, Protocol
+
+from ag_ui.core import Interrupt, RunAgentInput
+
+from outlast.errors import EffectUncertain
+
+__all__ = ["EffectUncertain"]
+
+
+class AgentError(Exception):
+    """An agent failure whose message is safe to show to the person using the client.
+
+    The run ends ``failed`` with a ``RUN_ERROR`` carrying ``code`` and ``message``.
+    """
+
+    def __init__(self, message: str, code: str = "agent_error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class RunSuspended(BaseException):
+    """Raised by ``ctx.interrupt``: the run ends waiting for human input.
+
+    A BaseException so that an agent's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, interrupts: list[dict[str, Any]]) -> None:
+        super().__init__("run suspended on interrupts")
+        self.interrupts = interrupts
+
+
+NOT_DONE: Any = object()
+"""Return this from an effect's ``reconcile`` when the effect provably never happened."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an agent declares about itself (``GET /agents``)."""
+
+    description: str = ""
+    supports_resume: bool = False  # can restart from a boundary snapshot (enables G8 resume)
+    interrupts: bool = False
+    journaled_effects: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire shape shown by ``GET /agents``."""
+        return {
+            "description": self.description,
+            "supportsResume": self.supports_resume,
+            "interrupts": self.interrupts,
+            "journaledEffects": self.journaled_effects,
+        }
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """An answered interrupt handed to the continuation run."""
+
+    interrupt: dict[str, Any]  # the interrupt as raised (wire shape)
+    status: str  # "resolved" or "cancelled"
+    payload: Any
+
+    @property
+    def approved(self) -> bool:
+        """True for a resolved answer whose payload approves (or carries no verdict)."""
+        if self.status != "resolved":
+            return False
+        if isinstance(self.payload, dict):
+            return bool(self.payload.get("approved", True))
+        return self.payload is not False
+
+    @property
+    def edited_args(self) -> dict[str, Any] | None:
+        """Arguments the person edited before approving a tool call, if any."""
+        if isinstance(self.payload, dict) and isinstance(self.payload.get("editedArgs"), dict):
+            return dict(self.payload["editedArgs"])
+        return None
+
+
+class RunContext(Protocol):
+    """What an agent sees of its run; the only way it talks to the engine."""
+
+    NOT_DONE: ClassVar[Any]
+    run_id: str
+    thread_id: str
+    attempt: int
+    input: RunAgentInput
+    forwarded_props: Any
+    resume: list[Resolution]
+    session_state: dict[str, Any]
+    """Private state kept with the thread's snapshot, never shown to clients."""
+    resumed: bool
+    """True when this attempt continues a run an earlier attempt started (crash resume)."""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation as folded so far (wire-shaped dicts; treat as read-only)."""
+
+    @property
+    def state(self) -> Any:
+        """The shared state as folded so far (read-only; change it with STATE_* events)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """True once a cancel was requested; the CancelledError follows at the next await."""
+
+    def new_id(self, prefix: str = "id") -> str:
+        """A fresh id for a message or tool call."""
+
+    async def emit(self, event: Any) -> None:
+        """Append an AG-UI event (an ``ag_ui.core`` model or a wire dict) to the run.
+
+        The event is checked against the AG-UI schema and ordering rules (G11); an
+        invalid one ends the run failed with ``agent_protocol_error``."""
+
+    async def boundary(self) -> None:
+        """Mark a safe boundary now: the snapshot is saved here regardless of throttling."""
+
+    async def interrupt(self, *interrupts: Interrupt | dict[str, Any]) -> NoReturn:
+        """End the run waiting for human input; answers arrive in the next run's ``resume``."""
+
+    async def effect(
+        self,
+        key: str,
+        fn: Callable[[], Awaitable[Any]],
+        *,
+        reconcile: Callable[[], Awaitable[Any]] | None = None,
+        retry_uncertain: bool = False,
+    ) -> Any:
+        """Run a side effect at most once per run (G9) and return its (recorded) result.
+
+        ``key`` must be stable across attempts (a step number, a tool call id). The
+        result must be JSON-serializable. If an earlier attempt started the effect but
+        never recorded its completion, ``reconcile`` is asked what happened (return the
+        result, or ``NOT_DONE``); without one, ``EffectUncertain`` is raised unless
+        ``retry_uncertain`` is set."""
+
+
+def interrupt_items(interrupts: tuple[Interrupt | dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """Interrupts in their wire shape, each checked against the AG-UI schema."""
+    items = [
+        i.model_dump(mode="json", by_alias=True)
+        if isinstance(i, Interrupt) else dict(i)
+        for i in interrupts
+    ]
+    for item in items:
+        Interrupt.model_validate(item)
+    return items
+
+
+class Agent(ABC):
+    """An agent turn: read the context, emit AG-UI events, return when done.
+
+    Cooperate with cancellation (G6): do work in ``await``-able steps so the
+    ``asyncio.CancelledError`` that stops a run reaches you, and never swallow it.
+    """
+
+    capabilities: Capabilities = Capabilities()
+
+    @abstractmethod
+    async def run(self, ctx: RunContext) -> None:
+        """Execute one run."""
