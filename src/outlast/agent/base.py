@@ -166,5 +166,6 @@ class Agent(ABC):
     capabilities: Capabilities = Capabilities()
 
     @abstractmethod
-    async def run(self, ctx: RunContext) -> None:
-        """Execute one run."""
+    async def run(self, ctx: RunContext) -> Any:
+        """Execute one run. A JSON value returned becomes ``RUN_FINISHED.result`` and is
+        kept in the run record's ``outcome.result`` (a model's finish reason, token usage)."""

@@ -24,7 +24,7 @@ from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
 from outlast.errors import EffectUncertain, InvalidRequest, LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS
-from outlast.protocol.events import RESERVED
+from outlast.protocol.events import RESERVED, run_finished
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.store.base import EffectRecord, FinishWrite, RunRecord, SnapshotWrite, Store
@@ -94,7 +94,7 @@ class RunExecution:
         self.channel = services.writer.channel(
             run.rid, run.tid, run.id, run.attempts, services.instance, run.last_seq)
         self.channel.on_fenced = self._on_fenced
-        self._agent_task: asyncio.Task[None] | None = None
+        self._agent_task: asyncio.Task[Any] | None = None
         self._pending_boundary: int | None = None
         self._last_snapshot = 0.0
         self._saved_session = ""
@@ -323,7 +323,7 @@ class RunExecution:
             return
         exc = task.exception()
         if exc is None:
-            await self._finish_succeeded()
+            await self._finish_succeeded(task.result())
         elif isinstance(exc, RunSuspended):
             await self._finish_interrupted(exc.interrupts)
         elif isinstance(exc, LeaseLost):
@@ -420,18 +420,21 @@ class RunExecution:
         self._settled = not self.channel.fenced
         self.services.metrics.finished.labels(fin.status).inc()
 
-    async def _finish_succeeded(self) -> None:
+    async def _finish_succeeded(self, result: Any = None) -> None:
+        """``result`` is what the agent's ``run`` returned: RUN_FINISHED's ``result``,
+        kept on the run record's outcome too."""
         # Tool calls left without a result on success are front-end tool calls:
         # the client answers them in the next run's messages (AG-UI), so they stay open.
         for event in self.fold.closing_events():
             await self._append(event)
-        finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.run.thread_id,
-                                    "runId": self.run.id}
         outcome: dict[str, Any] = {"type": "success"}
         pending = unanswered_tool_calls(self.fold.messages)
         if pending:
             outcome["pendingToolCallIds"] = pending
-            finished["outcome"] = outcome
+        finished = run_finished(self.run.thread_id, self.run.id,
+                                outcome=dict(outcome) if pending else None, result=result)
+        if result is not None:
+            outcome["result"] = result
         await self._end([finished], FinishWrite("succeeded", outcome=outcome))
 
     async def _finish_cancelled(self) -> None:
