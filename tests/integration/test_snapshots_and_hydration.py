@@ -8,22 +8,16 @@ in-process Engine with uvicorn on loopback (still real HTTP and a real SQLite fi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from outlast.agents.demo import DemoAgent
-from outlast.config import Settings
-from outlast.engine.runtime import Engine
-from outlast.http.app import create_app
 from outlast.protocol.fold import ThreadFold
-from outlast.store.sqlite import SQLiteStore
+from tests.support.inprocess import in_process_server
 from tests.support.runs import fold_of, stream_into, wait_final
 from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
 
@@ -340,34 +334,14 @@ async def test_a_snapshot_min_interval_throttles_boundary_snapshots(server_facto
 # -- the snapshot hook, in-process ---------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def in_process_server(tmp_path: Path, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """An Engine over SQLite, served by uvicorn on a free loopback port in this loop."""
-    config = Settings(data_dir=tmp_path, keepalive=2.0, **settings)
-    engine = Engine(config, SQLiteStore(tmp_path / "outlast.db"),
-                    {"demo": DemoAgent(tmp_path / "workspace")})
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=0,
-                                           log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    try:
-        await wait_for(lambda: _true(server.started or task.done()), timeout=20)
-        assert server.started, "uvicorn did not start"
-        port = server.servers[0].sockets[0].getsockname()[1]
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
-                                     timeout=httpx.Timeout(30.0)) as client:
-            yield client
-    finally:
-        server.should_exit = True
-        await task
-
-
 async def test_the_snapshot_hook_gets_every_saved_snapshot(tmp_path: Path) -> None:
     saved: list[dict[str, Any]] = []
 
     async def hook(snapshot: dict[str, Any]) -> None:
         saved.append(snapshot)
 
-    async with in_process_server(tmp_path, snapshot_hook=hook) as client:
+    async with in_process_server(tmp_path, snapshot_hook=hook) as served:
+        client = served.client
         _, frames = await collect(client, "POST", "/agents/demo",
                                   json=demo_input("hook-t", "hook-r", steps=2))
         final = (await client.get("/threads/hook-t")).json()
@@ -391,7 +365,8 @@ async def test_a_failing_snapshot_hook_does_not_break_the_run(tmp_path: Path) ->
         calls.append(snapshot["asOf"])
         raise RuntimeError("the mirror is down")
 
-    async with in_process_server(tmp_path, snapshot_hook=hook) as client:
+    async with in_process_server(tmp_path, snapshot_hook=hook) as served:
+        client = served.client
         resp, frames = await collect(client, "POST", "/agents/demo",
                                      json=demo_input("fail-hook-t", "fail-hook-r", steps=2))
         run = (await client.get("/runs/fail-hook-r")).json()

@@ -93,14 +93,18 @@ async def test_waiting_on_a_feed_wakes_on_progress_and_is_immediate_when_behind(
     assert time.monotonic() - started < 1.0
 
 
-def test_the_hub_forgets_feeds_nobody_watches() -> None:
+def test_a_feed_lives_exactly_as_long_as_its_holders() -> None:
     hub = Hub()
-    feed = hub.feed(1)
-    feed.watchers += 1
-    hub.release(1)
-    assert len(hub) == 1  # still watched
-    feed.watchers -= 1
+    writer = hub.acquire(1)
+    with hub.watch(1) as watched:
+        assert watched is writer and len(hub) == 1
+    assert 1 in hub  # the writer still holds it
+    hub.publish(1, [StoredEvent(1, True, "{}")], 1, False)
+    assert writer.last_seq == 1
     hub.release(1)
     assert len(hub) == 0
-    hub.hint(1, 3, False)  # a hint for a feed nobody holds creates nothing
+    hub.publish(1, [StoredEvent(2, True, "{}")], 2, True)  # nobody holds it: nothing kept
+    hub.hint(1, 3, False)
+    assert len(hub) == 0
+    hub.release(1)  # an unpaired release is harmless
     assert len(hub) == 0

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from outlast.agent import Agent, AgentError, Resolution, RunSuspended
 from outlast.config import Settings
 from outlast.engine.context import EngineRunContext
+from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
 from outlast.errors import EffectUncertain, InvalidRequest, LeaseLost, PayloadTooLarge
@@ -67,6 +68,7 @@ class RunServices:
 
     store: Store
     writer: Writer
+    hub: Hub
     settings: Settings
     metrics: Metrics
     instance: str
@@ -177,7 +179,7 @@ class RunExecution:
             # Left the boundary without an opener (a MESSAGES_SNAPSHOT with an open tool
             # call, say): the fold no longer holds that boundary's state, so it is gone.
             self._pending_boundary = None
-        if self.services.writer.backlog(self.channel) > 2000:
+        if self.services.writer.over_high_water(self.channel):
             await self.services.writer.flush(self.channel)
 
     async def flush(self) -> None:
@@ -254,6 +256,9 @@ class RunExecution:
     # -- lifecycle --------------------------------------------------------
     async def main(self) -> None:
         """Prepare, run the agent, end the run; never raises."""
+        # The execution holds its run's feed while it writes, so what it commits reaches
+        # the subscribers; the feed goes with the last holder (G10).
+        self.services.hub.acquire(self.run.rid)
         try:
             await self._main()
         except LeaseLost:
@@ -262,6 +267,7 @@ class RunExecution:
             log.exception("run %s: engine failure", self.run.id)
             await self._give_up()
         finally:
+            self.services.hub.release(self.run.rid)
             self.done.set()
 
     async def _give_up(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Iterator
 
 from outlast.store.base import StoredEvent
 
@@ -21,14 +22,14 @@ CACHE_EVENTS = 2048
 class RunFeed:
     """The live edge of one run: last committed seq, final flag, recent events."""
 
-    __slots__ = ("_changed", "cache", "final", "last_seq", "watchers")
+    __slots__ = ("_changed", "cache", "final", "holders", "last_seq")
 
     def __init__(self) -> None:
         self.last_seq = 0
         self.final = False
         self.cache: deque[StoredEvent] = deque(maxlen=CACHE_EVENTS)
         self._changed = asyncio.Event()
-        self.watchers = 0
+        self.holders = 0
 
     def advance(self, events: list[StoredEvent], last_seq: int, final: bool) -> None:
         for ev in events:
@@ -63,21 +64,46 @@ class RunFeed:
 
 
 class Hub:
-    """The feeds of runs that someone writes or watches in this process."""
+    """The feeds of runs that someone writes or watches in this process.
+
+    The one owner of feed lifetimes (G10): a feed exists while it has a holder (the
+    run's execution, a subscriber, a waiting cancel) and is dropped with the last one.
+    Publishing to a run nobody holds here costs nothing and keeps nothing."""
 
     def __init__(self) -> None:
         self._feeds: dict[int, RunFeed] = {}
 
-    def feed(self, rid: int) -> RunFeed:
-        """The feed of a run, created on first use."""
+    def acquire(self, rid: int) -> RunFeed:
+        """Hold a run's feed (creating it); every ``acquire`` is paired with a ``release``."""
         feed = self._feeds.get(rid)
         if feed is None:
             feed = self._feeds[rid] = RunFeed()
+        feed.holders += 1
         return feed
+
+    def release(self, rid: int) -> None:
+        """Let go of a run's feed; the last holder's release drops it."""
+        feed = self._feeds.get(rid)
+        if feed is None:
+            return
+        feed.holders -= 1
+        if feed.holders <= 0:
+            del self._feeds[rid]
+
+    @contextlib.contextmanager
+    def watch(self, rid: int) -> Iterator[RunFeed]:
+        """The feed of a run, held for the block."""
+        feed = self.acquire(rid)
+        try:
+            yield feed
+        finally:
+            self.release(rid)
 
     def publish(self, rid: int, events: list[StoredEvent], last_seq: int, final: bool) -> None:
         """G2: called only after the events are committed."""
-        self.feed(rid).advance(events, last_seq, final)
+        feed = self._feeds.get(rid)
+        if feed is not None:
+            feed.advance(events, last_seq, final)
 
     def hint(self, rid: int, last_seq: int, final: bool) -> None:
         """A notification from another process: wake readers, who read the log."""
@@ -85,11 +111,8 @@ class Hub:
         if feed is not None:
             feed.advance([], last_seq, final)
 
-    def release(self, rid: int) -> None:
-        """Forget a feed nobody writes or watches any more."""
-        feed = self._feeds.get(rid)
-        if feed is not None and feed.watchers == 0:
-            del self._feeds[rid]
-
     def __len__(self) -> int:
         return len(self._feeds)
+
+    def __contains__(self, rid: int) -> bool:
+        return rid in self._feeds

@@ -101,7 +101,7 @@ class Engine:
         self._notifications: set[asyncio.Task[None]] = set()  # cross-process notifies
         self._snapshot_hooks: set[asyncio.Task[None]] = set()  # the host's snapshot hook
         self.services = RunServices(
-            store=store, writer=self.writer, settings=settings, metrics=self.metrics,
+            store=store, writer=self.writer, hub=self.hub, settings=settings, metrics=self.metrics,
             instance=self.instance, is_draining=lambda: self.draining,
             on_snapshot=self._schedule_snapshot_hook)
         self._started = False
@@ -162,6 +162,18 @@ class Engine:
         await self.store.close()
         self._started = False
 
+    def resident(self) -> dict[str, int]:
+        """What this process holds for runs right now, by kind (G10: all zero when no run
+        executes or is watched here)."""
+        return {
+            "executions": len(self.executions),
+            "feeds": len(self.hub),
+            "write_channels": self.writer.pending_channels(),
+            "run_tasks": len(self._runs),
+            "notification_tasks": len(self._notifications),
+            "snapshot_hook_tasks": len(self._snapshot_hooks),
+        }
+
     # -- admission --------------------------------------------------------
     def agent(self, name: str) -> Agent:
         agent = self.agents.get(name)
@@ -212,16 +224,12 @@ class Engine:
         await self._stop_run(run)
         if wait:
             deadline = time.monotonic() + limit
-            feed = self.hub.feed(run.rid)
-            feed.watchers += 1
-            try:
+            with self.hub.watch(run.rid) as feed:
                 while time.monotonic() < deadline:
                     current = await self.store.get_run_by_rid(run.rid)
                     if current is None or current.status in FINAL:
                         break
                     await feed.wait(feed.last_seq, 0.2)
-            finally:
-                feed.watchers -= 1
         current = await self.store.get_run_by_rid(run.rid)
         if current is None:
             raise RunNotFound("run not found", runId=run_id)

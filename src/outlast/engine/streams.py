@@ -90,8 +90,7 @@ class RunStream:
         when ``follow`` is false)."""
         engine = self.engine
         rid = self.run.rid
-        feed = engine.hub.feed(rid)
-        feed.watchers += 1
+        feed = engine.hub.acquire(rid)
         engine.metrics.subscribers.inc()
         try:
             yield f"retry: {RETRY_MS}\n\n"
@@ -147,10 +146,8 @@ class RunStream:
                     final = feed.final
                     last = feed.last_seq
         finally:
-            feed.watchers -= 1
+            engine.hub.release(rid)
             engine.metrics.subscribers.dec()
-            if feed.watchers == 0 and rid not in engine.executions:
-                engine.hub.release(rid)
 
 
 async def hydration_frames(engine: Engine, owner: str, view: ThreadView | None,
@@ -201,6 +198,7 @@ async def _started(engine: Engine, owner: str, view: ThreadView | None) -> Threa
         if current is None or (current.status == "running" and current.last_seq > 0):
             return view
         # Queued, or running without a first commit yet: wait briefly for its start.
-        await engine.hub.feed(current.rid).wait(0, 0.25)
+        with engine.hub.watch(current.rid) as feed:
+            await feed.wait(0, 0.25)
         view = await engine.store.thread_view(owner, view.thread.id)
     return None

@@ -20,6 +20,7 @@ from outlast.store.base import FinishWrite, RunWrite, SnapshotWrite, Store, Stor
 log = logging.getLogger("outlast.writer")
 
 HIGH_WATER = 2000
+"""A run whose uncommitted backlog passes this waits for the writer (bounds memory, G10)."""
 
 
 def merge_snapshots(snapshots: list[SnapshotWrite]) -> SnapshotWrite:
@@ -86,7 +87,6 @@ class Writer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self.batches = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="outlast-writer")
@@ -124,8 +124,13 @@ class Writer:
         ch.finish = fin
         self._mark(ch)
 
-    def backlog(self, ch: RunChannel) -> int:
-        return len(ch.events)
+    def pending_channels(self) -> int:
+        """Channels with writes not yet taken by a commit."""
+        return len(self._dirty)
+
+    def over_high_water(self, ch: RunChannel) -> bool:
+        """True when ``ch`` has more uncommitted events than the writer lets a run queue."""
+        return len(ch.events) > HIGH_WATER
 
     async def flush(self, ch: RunChannel) -> None:
         """Wait until everything queued on ``ch`` so far is committed (or fenced off)."""
@@ -174,7 +179,6 @@ class Writer:
                     if ch.on_fenced is not None:
                         ch.on_fenced()
                 continue
-            self.batches += 1
             for ch, w, ws in zip(channels, writes, waiters, strict=True):
                 if w.rid in fenced:
                     # G8 fencing: another process owns this run now; write nothing more.
