@@ -15,22 +15,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
-
 from outlast.agent import Agent, AgentError, Resolution, RunSuspended
 from outlast.config import Settings
 from outlast.engine.context import EngineRunContext
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
-from outlast.errors import EffectUncertain, InvalidRequest, LeaseLost, PayloadTooLarge
+from outlast.errors import EffectUncertain, LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS
-from outlast.protocol.events import RESERVED, run_finished
+from outlast.protocol.events import run_finished
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
+from outlast.protocol.verify import MODELS, ProtocolViolation, check_order, check_schema
 from outlast.store.base import EffectRecord, FinishWrite, RunRecord, SnapshotWrite, Store
 
 log = logging.getLogger("outlast.run")
+
+AGUI_MODELS = tuple(MODELS.values())
 
 
 
@@ -90,6 +91,7 @@ class RunExecution:
         self.resumed = run.last_seq > 0
         self.seq = run.last_seq
         self.cancel_reason: str | None = None
+        self.violation: ProtocolViolation | None = None  # G11: the first rule the agent broke
         self.fold = ThreadFold()
         self.positions: dict[str, float] = {}
         self.session_state: dict[str, Any] = {}
@@ -132,16 +134,24 @@ class RunExecution:
 
     # -- writing ----------------------------------------------------------
     async def emit(self, event: Any) -> None:
-        """Append an agent's event (G2: it is shown only once committed)."""
-        if isinstance(event, BaseModel):
-            data: dict[str, Any] = event.model_dump(mode="json", by_alias=True)
-        elif isinstance(event, dict):
-            data = dict(event)
-        else:
-            raise InvalidRequest("an event is an ag_ui.core model or a dict")
-        kind = data.get("type")
-        if kind in RESERVED:
-            raise InvalidRequest(f"agents do not emit {kind}; the engine opens and ends runs")
+        """Append an agent's event: checked first (G11), shown only once committed (G2)."""
+        if self.violation is not None:
+            raise self.violation  # the run is failing: nothing more from this agent
+        try:
+            if isinstance(event, AGUI_MODELS):
+                data: dict[str, Any] = event.model_dump(mode="json", by_alias=True)
+            elif isinstance(event, dict):
+                data = dict(event)
+                check_schema(data)
+            else:
+                raise ProtocolViolation("an event is an ag_ui.core event model or a dict",
+                                        type(event).__name__)
+            check_order(data, self.fold)
+        except ProtocolViolation as violation:
+            # G11: never stored, never shown; the run ends failed once the agent returns.
+            self.violation = violation
+            log.error("run %s: the agent broke the AG-UI protocol: %s", self.run.id, violation)
+            raise
         await self._append(data, limit=self.services.settings.max_event_bytes)
 
     async def _append(self, data: dict[str, Any], limit: int | None = None) -> None:
@@ -193,7 +203,9 @@ class RunExecution:
     async def mark_boundary(self) -> None:
         """An agent's explicit boundary: saved now, whatever the throttle says."""
         if not self.fold.at_boundary:
-            raise InvalidRequest("not at a safe boundary: a message, tool call or step is open")
+            self.violation = ProtocolViolation(
+                "not at a safe boundary: a message, tool call or step is open", "boundary()")
+            raise self.violation
         self._save_boundary(self.seq, force=True)
 
     def _save_boundary(self, seq: int, *, force: bool) -> None:
@@ -328,7 +340,11 @@ class RunExecution:
                 await self._finish_cancelled()
             return
         exc = task.exception()
-        if exc is None:
+        if self.violation is not None and not isinstance(exc, LeaseLost):
+            await self._finish_failed(
+                "agent_protocol_error",
+                f"The agent broke the AG-UI protocol: {self.violation}.")
+        elif exc is None:
             await self._finish_succeeded(task.result())
         elif isinstance(exc, RunSuspended):
             await self._finish_interrupted(exc.interrupts)
@@ -338,8 +354,8 @@ class RunExecution:
             await self._finish_failed(exc.code, exc.message)
         elif isinstance(exc, EffectUncertain):
             await self._finish_failed("effect_uncertain", exc.message)
-        elif isinstance(exc, PayloadTooLarge | InvalidRequest):
-            await self._finish_failed(exc.code, f"The agent broke a protocol rule: {exc.message}")
+        elif isinstance(exc, PayloadTooLarge):
+            await self._finish_failed(exc.code, f"The agent emitted too much: {exc.message}")
         else:
             # The exception's text may quote the conversation or tool arguments: at the
             # default level only where it came from; the whole traceback at DEBUG.
@@ -347,9 +363,10 @@ class RunExecution:
             while tb is not None and tb.tb_next is not None:
                 tb = tb.tb_next
             where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb else "?"
+            # Agent authors find why their agent failed in the server log; clients get only
+            # the exception's type (its text may quote the conversation or secrets).
             log.error("run %s: the agent raised %s at %s", self.run.id, type(exc).__name__,
-                      where)
-            log.debug("run %s: agent traceback", self.run.id, exc_info=exc)
+                      where, exc_info=exc)
             await self._finish_failed(
                 "agent_error", f"The agent failed unexpectedly ({type(exc).__name__}).")
 

@@ -25,9 +25,10 @@ from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
-from outlast.errors import AgentNotFound, Draining, RunNotFound
+from outlast.errors import AgentNotFound, Draining, InvalidRequest, RunNotFound
 from outlast.protocol.content import text_of
 from outlast.protocol.jsonutil import dumps
+from outlast.protocol.message_index import tool_calls
 from outlast.store.base import (
     FINAL,
     AdmitRequest,
@@ -188,6 +189,7 @@ class Engine:
         if self.draining:
             raise Draining("the server is shutting down; retry on another instance")
         messages = body.get("messages") or []
+        await self._check_tool_results(owner, body["threadId"], messages)
         resume = [
             ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
             for r in body.get("resume") or []
@@ -211,6 +213,25 @@ class Engine:
         else:
             self.metrics.attached.inc()
         return result
+
+    async def _check_tool_results(self, owner: str, thread_id: str,
+                                  messages: list[dict[str, Any]]) -> None:
+        """A tool result must answer a tool call of the input or of the thread: strict
+        model servers refuse an orphan, and once stored it would break every later turn."""
+        calls = {c.get("id") for m in messages for c in tool_calls(m)}
+        orphans = [m for m in messages
+                   if m.get("role") == "tool" and m.get("toolCallId") not in calls]
+        if not orphans:
+            return
+        view = await self.store.thread_view(owner, thread_id)
+        known = set() if view is None else \
+            {c.get("id") for m in view.snapshot.messages for c in tool_calls(m)}
+        for message in orphans:
+            if message.get("toolCallId") not in known:
+                raise InvalidRequest(
+                    f"message {message.get('id')!r} is a tool result for tool call "
+                    f"{message.get('toolCallId')!r}, which no assistant message of this "
+                    "thread or input holds", messageId=message.get("id"))
 
     # -- cancel (G6) ------------------------------------------------------
     async def cancel(self, owner: str, run_id: str, *, wait: bool = False,

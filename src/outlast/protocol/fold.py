@@ -104,6 +104,23 @@ class ThreadFold(MessageIndex):
         awaited = {i.get("toolCallId") for i in self.interrupts}
         return self._unanswered <= awaited
 
+    def open_keys(self) -> set[constructs.Key]:
+        """The keys of the constructs open now (as ``verifyEvents`` tracks them)."""
+        return set(self._open)
+
+    @property
+    def chunk_lanes_open(self) -> bool:
+        """True while a construct assembled from ``*_CHUNK`` events is open."""
+        return bool(self._chunks.lanes)
+
+    def preview_chunks(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """The explicit events ``event`` would expand to, without applying anything."""
+        return self._chunks.copy().expand(event)
+
+    def knows_tool_call(self, tool_call_id: str) -> bool:
+        """True when a message of the thread holds this tool call."""
+        return tool_call_id in self._calls
+
     def reopen_events(self) -> list[dict[str, Any]]:
         """Events that re-open every open construct, in opening order, for a fresh stream.
 

@@ -1,0 +1,39 @@
+"""The stock ``@ag-ui/client`` (tests/js/fold.mjs) as a judge of stored streams."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
+
+
+def stock_client_runs(runs: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Fold runs' event lists, one ``runAgent`` each, on one stock client agent.
+
+    Returns ``{"messages", "state", "pendingInterrupts", "errors"}``; ``errors[i]`` is
+    why run ``i`` failed in the client (verification included), or None. Skips (fails
+    under ``CI=true``) when node or the client is missing."""
+    node = shutil.which("node")
+    problem = None
+    if node is None:
+        problem = "node is not installed"
+    elif not (JS_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
+        problem = "tests/js/node_modules is missing; run `npm ci --prefix tests/js`"
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"@ag-ui/client harness unavailable under CI: {problem}")
+        pytest.skip(problem)
+    assert node is not None
+    scenario = {"runs": [{"events": events} for events in runs]}
+    proc = subprocess.run([node, str(JS_DIR / "fold.mjs")],
+                          input=json.dumps({"scenarios": [scenario]}),
+                          capture_output=True, text=True, timeout=120, check=True)
+    result: dict[str, Any] = json.loads(proc.stdout)["scenarios"][0]
+    return result
