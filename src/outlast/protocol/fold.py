@@ -203,8 +203,7 @@ class ThreadFold(MessageIndex):
         message = self._by_id.get(event["messageId"])
         if message is None or message.get("role") == "activity":
             return
-        content = message.get("content")
-        message["content"] = (content if type(content) is str else "") + event["delta"]
+        self._add_text(message, "content", event["delta"])
         if "metadata" in event:
             self._merge_metadata(message, event)
         self._dirty[id(message)] = message
@@ -255,7 +254,7 @@ class ThreadFold(MessageIndex):
         if hit is None:
             return
         owner, call = hit
-        call["function"]["arguments"] += event["delta"]
+        self._add_text(call["function"], "arguments", event["delta"])
         if "metadata" in event:
             self._merge_metadata(call, event)
         self._dirty[id(owner)] = owner

@@ -26,15 +26,20 @@ class MessageIndex:
         "_by_id",
         "_calls",
         "_dirty",
+        "_messages",
         "_pos",
         "_removed",
         "_reordered",
+        "_text",
         "_unanswered",
-        "messages",
     )
 
     def __init__(self, messages: list[Message]) -> None:
-        self.messages = messages
+        self._messages = messages
+        # Streamed text of messages being written, joined when someone reads the messages:
+        # appending to a str in the message dict copies it every time (quadratic in a
+        # long message's length), a list of parts does not.
+        self._text: dict[int, tuple[dict[str, Any], str, list[str]]] = {}
         self._dirty: dict[int, Message] = {}  # id(message) -> message, changed since last take
         self._removed: set[str] = set()
         self._reordered = False
@@ -44,6 +49,28 @@ class MessageIndex:
         self._answered: set[str] = set()  # toolCallIds that have a tool message
         self._unanswered: set[str] = set()  # tool calls in assistant messages lacking one
         self._reindex()
+
+    @property
+    def messages(self) -> list[Message]:
+        """The messages in order, with all streamed text joined in."""
+        if self._text:
+            self._join_text()
+        return self._messages
+
+    def _add_text(self, target: dict[str, Any], field: str, delta: str) -> None:
+        """Append streamed text to ``target[field]`` (a message's content, a tool call's
+        arguments); joined in on the next read of the messages."""
+        pending = self._text.get(id(target))
+        if pending is None:
+            value = target.get(field)
+            pending = self._text[id(target)] = (
+                target, field, [value if type(value) is str else ""])
+        pending[2].append(delta)
+
+    def _join_text(self) -> None:
+        for target, field, parts in self._text.values():
+            target[field] = "".join(parts)
+        self._text = {}
 
     def _reindex(self) -> None:
         """Rebuild every index from ``messages`` (after wholesale changes only)."""
@@ -110,6 +137,8 @@ class MessageIndex:
 
     def _replace(self, message: Message, replacement: Message) -> None:
         """Replace a message's content in place (the client swaps the object; same result)."""
+        if self._text:
+            self._join_text()
         structural = bool(tool_calls(message)) or message.get("role") in ("tool", "assistant")
         message.clear()
         message.update(replacement)
@@ -119,7 +148,10 @@ class MessageIndex:
 
     def _replace_all(self, messages: list[Message], removed: set[str], reordered: bool) -> None:
         """Install a rebuilt list; new objects in it must already be marked dirty."""
-        self.messages = messages
+        if self._text:
+            self._join_text()
+        self._text = {}
+        self._messages = messages
         self._removed |= removed
         self._reordered = self._reordered or reordered
         self._reindex()
