@@ -1,0 +1,179 @@
+"""The engine's parts in-process, without HTTP: the writer's group commit, the hub's
+feeds and an execution driving an agent, each against a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outlast.agent import Agent, AgentError, RunContext
+from outlast.config import Settings
+from outlast.engine.hub import Hub
+from outlast.engine.runtime import Engine, RunOptions
+from outlast.engine.writer import Writer
+from outlast.store.base import FINAL, RunRecord, RunWrite
+from outlast.store.sqlite import SQLiteStore
+from tests.support.scripted_agent import ScriptedAgent
+
+
+class Steps(Agent):
+    """Emits one message per step, each step's side effect journaled under its number."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.gate = asyncio.Event()
+
+    async def run(self, ctx: RunContext) -> Any:
+        props = ctx.forwarded_props or {}
+        for step in range(props.get("steps", 2)):
+            async def effect(step: int = step) -> dict[str, int]:
+                self.calls.append(f"{ctx.run_id}:{step}")
+                return {"step": step}
+
+            result = await ctx.effect(f"step-{step}", effect)
+            assert result == {"step": step}
+            mid = ctx.new_id("msg")
+            await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"})
+            await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": mid,
+                            "delta": f"step {step}"})
+            await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": mid})
+            await ctx.boundary()
+        if props.get("wait"):
+            await self.gate.wait()
+        if props.get("fail"):
+            raise AgentError("told to fail", code="told")
+        return {"steps": props.get("steps", 2)}
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
+    agents: dict[str, Agent] = {"steps": Steps(), "scripted": ScriptedAgent()}
+    e = Engine(Settings(data_dir=tmp_path, lease_ttl=5.0), SQLiteStore(tmp_path / "o.db"),
+               agents)
+    await e.start()
+    try:
+        yield e
+    finally:
+        await e.stop()
+
+
+def body(thread_id: str, run_id: str, **props: Any) -> dict[str, Any]:
+    return {"threadId": thread_id, "runId": run_id, "protocolVersion": "1.0",
+            "messages": [{"id": f"u-{run_id}", "role": "user", "content": "go"}],
+            "state": {}, "tools": [], "context": [], "forwardedProps": props}
+
+
+async def final(engine: Engine, run: RunRecord) -> RunRecord:
+    for _ in range(400):
+        current = await engine.store.get_run_by_rid(run.rid)
+        assert current is not None
+        if current.status in FINAL:
+            return current
+        await asyncio.sleep(0.025)
+    raise AssertionError("the run did not end")
+
+
+async def log(engine: Engine, run: RunRecord) -> list[dict[str, Any]]:
+    return [json.loads(e.body) for e in await engine.store.read_events(run.rid, 0, 10_000)]
+
+
+async def test_an_execution_runs_the_agent_and_ends_the_run(engine: Engine) -> None:
+    admitted = await engine.admit("alice", "steps", body("t1", "r1", steps=3), RunOptions())
+    run = await final(engine, admitted.run)
+    assert run.status == "succeeded" and run.outcome == {"type": "success",
+                                                         "result": {"steps": 3}}
+    events = await log(engine, run)
+    assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["result"] == {"steps": 3}
+    assert [e.seq for e in await engine.store.read_events(run.rid, 0, 100)] == \
+        list(range(1, len(events) + 1))
+    agent = engine.agents["steps"]
+    assert isinstance(agent, Steps) and agent.calls == ["r1:0", "r1:1", "r1:2"]
+    assert not any(engine.resident().values())
+
+
+async def test_an_agent_error_fails_the_run_with_its_code(engine: Engine) -> None:
+    admitted = await engine.admit("alice", "steps", body("t2", "r2", fail=True), RunOptions())
+    run = await final(engine, admitted.run)
+    assert run.status == "failed" and run.error == {"code": "told", "message": "told to fail"}
+    last = (await log(engine, run))[-1]
+    assert last["type"] == "RUN_ERROR" and last["code"] == "told"
+
+
+async def test_cancel_reaches_a_waiting_agent_and_keeps_the_boundary(engine: Engine) -> None:
+    admitted = await engine.admit("alice", "steps", body("t3", "r3", wait=True), RunOptions())
+    for _ in range(400):  # until the agent waits at its gate, both steps written
+        if sum(e["type"] == "TEXT_MESSAGE_END" for e in await log(engine, admitted.run)) == 2:
+            break
+        await asyncio.sleep(0.025)
+    run = await engine.cancel("alice", "r3", wait=True, limit=10)
+    assert run.status == "cancelled"
+    events = await log(engine, admitted.run)
+    assert events[-1]["outcome"] == {"type": "cancelled"}
+    view = await engine.store.thread_view("alice", "t3")
+    assert view is not None and len(view.snapshot.messages) == 3  # the input and both steps
+
+
+async def test_effects_are_journaled_once_per_key(engine: Engine) -> None:
+    admitted = await engine.admit("alice", "steps", body("t4", "r4", steps=2), RunOptions())
+    run = await final(engine, admitted.run)
+    record = await engine.store.effect_get(run.rid, "step-1")
+    assert record is not None and record.status == "completed" and record.result == {"step": 1}
+
+
+async def test_the_writer_publishes_only_what_it_committed(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "w.db")
+    await store.open()
+    hub = Hub()
+    committed: list[RunWrite] = []
+    writer = Writer(store, hub, committed.append)
+    writer.start()
+    engine = Engine(Settings(data_dir=tmp_path), store, {"steps": Steps()})
+    try:
+        admitted = await engine.store.admit(_admit_request(engine, "tw", "rw"))
+        claimed = await store.claim_queued("me", 5.0, 10)
+        assert [r.rid for r in claimed] == [admitted.run.rid]
+        run = claimed[0]
+        channel = writer.channel(run.rid, run.tid, run.id, run.attempts, "me", 0)
+        with hub.watch(run.rid) as feed:
+            for seq in range(1, 6):
+                writer.append(channel, seq, False, json.dumps({"type": "CUSTOM", "name": "n",
+                                                              "value": seq}))
+            assert feed.last_seq == 0  # queued, not committed: nobody sees it (G2)
+            await writer.flush(channel)
+            assert feed.last_seq == 5 and [e.seq for e in feed.cached_after(0, 10) or []] == \
+                [1, 2, 3, 4, 5]
+            assert [e.seq for e in await store.read_events(run.rid, 0, 10)] == [1, 2, 3, 4, 5]
+            assert sum(len(w.events) for w in committed) == 5
+            # A channel of an attempt that lost its lease is fenced: nothing more is written.
+            stale = writer.channel(run.rid, run.tid, run.id, run.attempts + 7, "other", 5)
+            fenced: list[bool] = []
+            stale.on_fenced = lambda: fenced.append(True)
+            writer.append(stale, 6, False, json.dumps({"type": "CUSTOM", "name": "n",
+                                                      "value": 6}))
+            await writer.flush(stale)
+            assert stale.fenced and fenced == [True] and feed.last_seq == 5
+            assert len(await store.read_events(run.rid, 0, 10)) == 5
+        assert writer.pending_channels() == 0 and len(hub) == 0
+    finally:
+        await writer.stop()
+        await store.close()
+
+
+def _admit_request(engine: Engine, thread_id: str, run_id: str) -> Any:
+    import time
+
+    from outlast.engine.runtime import fingerprint
+    from outlast.protocol.jsonutil import dumps
+    from outlast.store.base import AdmitRequest
+
+    b = body(thread_id, run_id)
+    return AdmitRequest(owner="alice", thread_id=thread_id, run_id=run_id, agent="steps",
+                        key=run_id, fingerprint=fingerprint("steps", b), input_json=dumps(b),
+                        options_json="{}", strategy="reject", resume=[], has_new_input=True,
+                        title=None, now=time.time())
