@@ -27,7 +27,6 @@ from sse_starlette import EventSourceResponse
 from bench.agents import BenchAgent
 from outlast.agents.demo import DemoAgent
 from outlast.config import Settings
-from outlast.engine.execution import dumps, now_ms
 from outlast.engine.runtime import Engine
 from outlast.engine.streams import FIRST_PAGE, PAGE, RETRY_MS
 from outlast.http.app import create_app
@@ -35,6 +34,8 @@ from outlast.http.auth import LOCAL_PRINCIPAL
 from outlast.http.body import read_json
 from outlast.http.routes_agents import validate_input
 from outlast.http.sse import stream_response
+from outlast.protocol.events import now_ms
+from outlast.protocol.jsonutil import dumps
 from outlast.store import open_store
 
 

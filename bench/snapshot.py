@@ -23,8 +23,10 @@ from typing import Any
 from bench.agents import BenchAgent, bench_input
 from bench.common import median, parser, report
 from outlast.config import Settings
-from outlast.engine.execution import RunExecution, dumps, now_ms
+from outlast.engine.execution import RunExecution
 from outlast.engine.runtime import Engine, RunOptions
+from outlast.protocol.events import now_ms
+from outlast.protocol.jsonutil import dumps
 from outlast.store import open_store
 from outlast.store.base import FinishWrite, RunRecord, RunWrite, SnapshotWrite
 
@@ -62,7 +64,7 @@ async def prepared(engine: Engine, messages: int) -> RunExecution:
         snapshot=SnapshotWrite(as_of_run=seed.id, as_of_seq=2, upserts=history(messages)),
         finish=FinishWrite("succeeded", outcome={"type": "success"}))])
     run = await leased_run(engine, thread_id, f"run-{messages}")
-    ex = RunExecution(engine, run, engine.agents["bench"], crashed=False)
+    ex = RunExecution(engine.services, run, engine.agents["bench"], crashed=False)
     await ex._prepare()  # loads the snapshot into the fold, appends RUN_STARTED
     await ex.flush()
     assert len(ex.fold.messages) == messages + 1  # the history and the run's user message
@@ -80,7 +82,7 @@ def turn_events(ex: RunExecution, turn: int) -> list[dict[str, Any]]:
 
 async def one_turn(ex: RunExecution, turn: int) -> tuple[float, float]:
     """Fold and commit one turn's events (untimed), then time the boundary save."""
-    store = ex.engine.store
+    store = ex.services.store
     rows = []
     for event in turn_events(ex, turn):
         event["timestamp"] = now_ms()
@@ -89,7 +91,7 @@ async def one_turn(ex: RunExecution, turn: int) -> tuple[float, float]:
         rows.append((ex.seq, ex.fold.at_boundary, dumps(event)))
     ex.session_state["turn"] = turn  # agents keep private state; it is saved too
     base = RunWrite(rid=ex.run.rid, tid=ex.run.tid, run_id=ex.run.id,
-                    attempt=ex.run.attempts, instance=ex.engine.instance,
+                    attempt=ex.run.attempts, instance=ex.services.instance,
                     prev_seq=ex.channel.committed_seq, events=rows)
     assert not await store.write([base])
     ex.channel.committed_seq = ex.seq
@@ -98,7 +100,7 @@ async def one_turn(ex: RunExecution, turn: int) -> tuple[float, float]:
     t1 = time.perf_counter()
     fenced = await store.write([RunWrite(
         rid=ex.run.rid, tid=ex.run.tid, run_id=ex.run.id, attempt=ex.run.attempts,
-        instance=ex.engine.instance, prev_seq=ex.seq, snapshot=snap)])
+        instance=ex.services.instance, prev_seq=ex.seq, snapshot=snap)])
     t2 = time.perf_counter()
     assert not fenced and len(snap.upserts) == 1
     return (t1 - t0) * 1000, (t2 - t1) * 1000
@@ -109,9 +111,9 @@ async def full_rewrite(ex: RunExecution) -> float:
     upserts = [(m["id"], ex.positions.get(m["id"], float(i + 1)), dumps(m))
                for i, m in enumerate(ex.fold.messages)]
     t0 = time.perf_counter()
-    await ex.engine.store.write([RunWrite(
+    await ex.services.store.write([RunWrite(
         rid=ex.run.rid, tid=ex.run.tid, run_id=ex.run.id, attempt=ex.run.attempts,
-        instance=ex.engine.instance, prev_seq=ex.seq,
+        instance=ex.services.instance, prev_seq=ex.seq,
         snapshot=SnapshotWrite(as_of_run=ex.run.id, as_of_seq=ex.seq, upserts=upserts))])
     return (time.perf_counter() - t0) * 1000
 

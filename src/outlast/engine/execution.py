@@ -23,7 +23,7 @@ from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
 from outlast.errors import EffectUncertain, LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS
-from outlast.protocol.events import run_finished
+from outlast.protocol.events import now_ms, run_finished
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.verify import MODELS, ProtocolViolation, check_order, check_schema
@@ -34,9 +34,6 @@ log = logging.getLogger("outlast.run")
 AGUI_MODELS = tuple(MODELS.values())
 
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def unanswered_tool_calls(messages: list[dict[str, Any]]) -> list[str]:
@@ -345,7 +342,15 @@ class RunExecution:
                 "agent_protocol_error",
                 f"The agent broke the AG-UI protocol: {self.violation}.")
         elif exc is None:
-            await self._finish_succeeded(task.result())
+            result = task.result()
+            try:
+                dumps(result)
+            except (TypeError, ValueError):
+                await self._finish_failed(
+                    "agent_protocol_error", "The agent broke the AG-UI protocol: RUN_FINISHED: "
+                    f"its result is not JSON ({type(result).__name__}).")
+                return
+            await self._finish_succeeded(result)
         elif isinstance(exc, RunSuspended):
             await self._finish_interrupted(exc.interrupts)
         elif isinstance(exc, LeaseLost):
