@@ -28,12 +28,13 @@ from bench.agents import BenchAgent
 from outlast.agents.demo import DemoAgent
 from outlast.config import Settings
 from outlast.engine.runtime import Engine
-from outlast.engine.streams import FIRST_PAGE, PAGE, RETRY_MS
 from outlast.http.app import create_app
 from outlast.http.auth import LOCAL_PRINCIPAL
+from outlast.http.bodies import parse_input
 from outlast.http.body import read_json
-from outlast.http.routes_agents import validate_input
+from outlast.http.frames import frame, retry_preamble
 from outlast.http.sse import stream_response
+from outlast.http.streams import FIRST_PAGE, PAGE
 from outlast.protocol.events import now_ms
 from outlast.protocol.jsonutil import dumps
 from outlast.store import open_store
@@ -61,13 +62,13 @@ class BaselineContext:
             data["timestamp"] = now_ms()
         body = dumps(data)
         self.seq += 1
-        self.pending.append(f"id: {self.seq}\ndata: {body}\n\n")
+        self.pending.append(frame(self.seq, body))
         self.wake.set()
 
 
 async def baseline_frames(agent: BenchAgent, body: dict[str, Any]) -> AsyncIterator[str]:
     """The bench agent's events, streamed as emitted; drains everything pending per send."""
-    yield f"retry: {RETRY_MS}\n\n"
+    yield retry_preamble()
     ctx = BaselineContext(body)
     ctx.push({"type": "RUN_STARTED", "threadId": ctx.thread_id, "runId": ctx.run_id,
               "protocolVersion": "1.0",
@@ -106,8 +107,7 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent) -> None:
     @app.post("/bench/agents/bench", response_model=None)
     async def stream_baseline(request: Request) -> EventSourceResponse:
         s = engine.settings
-        body = validate_input(await read_json(request, s.max_body_bytes, s.body_timeout),
-                              s.max_messages, s.max_id_length)
+        body = parse_input(await read_json(request, s.max_body_bytes, s.body_timeout), s)
         return stream_response(baseline_frames(agent, body),
                                headers={"Outlast-Run-Id": body["runId"],
                                         "Outlast-Thread-Id": body["threadId"]},
@@ -121,13 +121,13 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent) -> None:
             assert run is not None, "unknown run"
             frames, cursor = [], 0
             while page := await engine.store.read_events(run.rid, cursor, PAGE):
-                frames.extend(f"id: {e.seq}\ndata: {e.body}\n\n" for e in page)
+                frames.extend(frame(e.seq, e.body) for e in page)
                 cursor = page[-1].seq
             encoded[run_id] = frames
 
         async def replay() -> AsyncIterator[str]:
             # Chunked as RunStream chunks a replay: a first small page, then full ones.
-            yield f"retry: {RETRY_MS}\n\n"
+            yield retry_preamble()
             yield "".join(frames[after:after + FIRST_PAGE])
             for i in range(after + FIRST_PAGE, len(frames), PAGE):
                 yield "".join(frames[i:i + PAGE])

@@ -7,7 +7,8 @@ import json
 import time
 
 from outlast.engine.hub import CACHE_EVENTS, Hub, RunFeed
-from outlast.engine.streams import frame, is_legacy, legacy_body
+from outlast.http.frames import SSE_TEMPLATE, frame, retry_preamble
+from outlast.http.streams import is_legacy, legacy_body
 from outlast.store.base import StoredEvent
 from tests.support.server import parse_sse
 
@@ -46,8 +47,21 @@ def test_a_cancelled_run_ends_with_run_error_for_clients_before_1_0() -> None:
 
 
 def test_clients_without_a_1_x_protocol_version_are_legacy() -> None:
-    assert is_legacy(None) and is_legacy("") and is_legacy("0.3.1")
-    assert not is_legacy("1.0") and not is_legacy("1.2.3") and not is_legacy("2")
+    # Absent (inputs made before AG-UI carried a version) or 0.x: before 1.0.
+    assert is_legacy(None) and is_legacy("") and is_legacy("  ")
+    assert is_legacy("0.3.1") and is_legacy("0.9") and is_legacy(" 0.3 ")
+    # 1.0 and later speak the cancelled outcome.
+    assert not is_legacy("1.0") and not is_legacy("1.2.3") and not is_legacy("2") \
+        and not is_legacy(" 1.0")
+    # A declaration that cannot be read is treated as newer (AG-UI's versioning rules),
+    # even one spelled with another script's digits, which int() would read as 0.
+    assert not is_legacy("next") and not is_legacy("v0.3") and not is_legacy("\u0660.3")
+
+
+def test_frames_and_the_database_template_spell_a_logged_event_alike() -> None:
+    prefix, middle, suffix = SSE_TEMPLATE
+    assert frame(12, "{}") == f"{prefix}12{middle}{{}}{suffix}"
+    assert retry_preamble().startswith("retry: ") and retry_preamble().endswith("\n\n")
 
 
 def test_the_live_cache_stays_bounded_however_many_events_pass() -> None:

@@ -15,17 +15,24 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
 from outlast.engine.execution import RunExecution, RunServices
-from outlast.engine.hub import Hub
+from outlast.engine.hub import Hub, RunFeed
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
-from outlast.errors import AgentNotFound, Draining, InvalidRequest, RunNotFound
+from outlast.errors import (
+    AgentNotFound,
+    Draining,
+    InterruptNotPending,
+    InvalidRequest,
+    RunNotFound,
+    ThreadNotFound,
+)
 from outlast.protocol.content import text_of
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import tool_calls
@@ -33,11 +40,15 @@ from outlast.store.base import (
     FINAL,
     AdmitRequest,
     AdmitResult,
+    InterruptRecord,
     ResumeAnswer,
     RunRecord,
     RunWrite,
     Store,
+    StoredEvent,
     Strategy,
+    ThreadRecord,
+    ThreadView,
 )
 
 log = logging.getLogger("outlast.engine")
@@ -415,3 +426,110 @@ class Engine:
         task = asyncio.create_task(call())
         self._snapshot_hooks.add(task)
         task.add_done_callback(self._snapshot_hooks.discard)
+
+    # -- reads for the HTTP edge ------------------------------------------
+    # The edge names threads and runs by their public ids; internal keys (rid, tid)
+    # and the store stay behind these methods.
+    async def ping(self) -> None:
+        """Raise if the store does not answer (readiness)."""
+        await self.store.ping()
+
+    async def run(self, owner: str, run_id: str) -> RunRecord:
+        """A run of ``owner``; RunNotFound otherwise (existence never leaks)."""
+        run = await self.store.get_run(owner, run_id)
+        if run is None:
+            raise RunNotFound("run not found", runId=run_id)
+        return run
+
+    async def reread(self, run: RunRecord) -> RunRecord | None:
+        """The run's record as stored now (None once its thread is deleted)."""
+        return await self.store.get_run_by_rid(run.rid)
+
+    async def run_interrupts(self, run: RunRecord) -> list[InterruptRecord]:
+        """The interrupts ``run`` raised, with their durable status (G7)."""
+        return await self.store.interrupts(rid=run.rid)
+
+    async def run_events(self, run: RunRecord, after: int, limit: int) -> list[StoredEvent]:
+        """A page of the run's log after ``after``."""
+        return await self.store.read_events(run.rid, after, limit)
+
+    async def run_frames(self, run: RunRecord, after: int, limit: int,
+                         template: tuple[str, str, str]) -> tuple[int, str]:
+        """A page of the run's log as frames assembled by the database, spelled by
+        ``template`` (prefix, separator, suffix), with the page's last seq."""
+        del template  # the store spells the same template until it takes one
+        return await self.store.read_frames(run.rid, after, limit)
+
+    async def last_boundary(self, run: RunRecord, upto: int) -> int:
+        """The run's latest safe boundary at or before ``upto`` (0 if none)."""
+        return await self.store.last_boundary(run.rid, upto)
+
+    @staticmethod
+    def is_final(run: RunRecord) -> bool:
+        """True once the run can change no more."""
+        return run.status in FINAL
+
+    @contextlib.asynccontextmanager
+    async def watch(self, run: RunRecord) -> AsyncIterator[RunFeed]:
+        """The run's live feed, held for one subscriber (G10: nothing is kept per
+        subscriber, and the feed goes with its last holder)."""
+        self.metrics.subscribers.inc()
+        try:
+            with self.hub.watch(run.rid) as feed:
+                yield feed
+        finally:
+            self.metrics.subscribers.dec()
+
+    async def thread_view(self, owner: str, thread_id: str) -> ThreadView | None:
+        """Record, snapshot, pending interrupts and active runs in one read (G5)."""
+        return await self.store.thread_view(owner, thread_id)
+
+    async def threads(self, owner: str, status: str | None, limit: int,
+                      cursor: str | None) -> tuple[list[ThreadRecord], str | None]:
+        """A page of the owner's threads, newest first, and the cursor of the next."""
+        before = None
+        if cursor:
+            try:
+                updated, tid = cursor.split("_", 1)
+                before = float(updated), int(tid)
+            except ValueError:
+                raise InvalidRequest("cursor is not one this server returned") from None
+        threads = await self.store.list_threads(owner, status, limit, before)
+        more = len(threads) == limit
+        return threads, f"{threads[-1].updated_at!r}_{threads[-1].tid}" if more else None
+
+    async def thread_runs(self, owner: str, thread_id: str, limit: int,
+                          before: str | None) -> list[RunRecord]:
+        """A page of a thread's runs, newest first, older than the run ``before``."""
+        thread = await self.store.get_thread(owner, thread_id)
+        if thread is None:
+            raise ThreadNotFound("thread not found", threadId=thread_id)
+        before_rid = None
+        if before:
+            anchor = await self.store.get_run(owner, before)
+            if anchor is None or anchor.tid != thread.tid:
+                raise InvalidRequest("before must be a runId of this thread")
+            before_rid = anchor.rid
+        return await self.store.list_runs(thread.tid, limit, before_rid)
+
+    async def delete_thread(self, owner: str, thread_id: str) -> None:
+        """Delete a thread with its runs and events; ThreadBusy while a run is active."""
+        await self.store.delete_thread(owner, thread_id)
+
+    async def interrupted_run(self, owner: str, thread_id: str) -> RunRecord:
+        """The run a resume continues, whose agent the continuation runs: the one that
+        raised the pending interrupts; with none pending, the thread's latest run (a
+        resent answer attaches to its continuation, G3; any other is refused by
+        admission). ThreadNotFound, or InterruptNotPending for a thread without runs."""
+        view = await self.store.thread_view(owner, thread_id)
+        if view is None:
+            raise ThreadNotFound("thread not found", threadId=thread_id)
+        if view.interrupts:
+            run = await self.store.get_run_by_rid(max(i.rid for i in view.interrupts))
+        else:
+            latest = await self.store.list_runs(view.thread.tid, 1, None)
+            run = latest[0] if latest else None
+        if run is None:
+            raise InterruptNotPending("the thread has no pending interrupts to answer",
+                                      threadId=thread_id)
+        return run

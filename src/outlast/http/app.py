@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.staticfiles import StaticFiles
@@ -20,6 +21,7 @@ from outlast.http.body import HeaderLimit
 from outlast.http.deps import Owner
 
 EXPOSED = ["Outlast-Run-Id", "Outlast-Thread-Id", "Outlast-Replayed"]
+DOCS_ASSETS = "/docs/assets"
 
 
 def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
@@ -33,9 +35,11 @@ def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
         finally:
             await engine.stop()
 
+    # /docs is served with Swagger UI's assets from the swagger-ui-py package, not a
+    # CDN: it works offline and behind egress filters. (ReDoc has no packaged assets.)
     app = FastAPI(title="outlast", version="0.1.0", lifespan=lifespan,
                   description="Durable, connection-independent agent runs over AG-UI.",
-                  responses=errors.ERROR_RESPONSES)
+                  responses=errors.ERROR_RESPONSES, docs_url=None, redoc_url=None)
     app.state.engine = engine
     app.state.principals = principals or Principals()
     errors.install(app)
@@ -58,7 +62,7 @@ def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
         if engine.draining:
             return errors.error_response("draining", "the server is shutting down")
         try:
-            await engine.store.ping()
+            await engine.ping()
         except Exception:
             return errors.error_response("unavailable", "the store does not answer")
         return JSONResponse({"status": "ready"})
@@ -81,5 +85,14 @@ def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
                                 status_code=200)
         return HTMLResponse(page.read_text("utf-8"))
 
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json", title="outlast API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
+
+    app.mount(DOCS_ASSETS, StaticFiles(packages=[("swagger_ui", "static")]), name="docs-assets")
     app.mount("/static", StaticFiles(packages=[("outlast.web", "static")]), name="static")
     return app

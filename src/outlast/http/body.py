@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from outlast.errors import InvalidRequest, OutlastError, PayloadTooLarge
@@ -77,7 +80,36 @@ async def read_json(request: Request, limit: int, within: float) -> Any:
     except RecursionError:
         raise InvalidRequest(f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     check_json(value)
+    # Kept on the request: FastAPI validates the body model from these, and the
+    # route admits the body as it arrived (its fingerprint is G3's identity).
+    request._body = raw
+    request._json = value
     return value
+
+
+def body_of(request: Request) -> Any:
+    """The JSON body a ``JsonBodyRoute`` read, as the client sent it."""
+    return request._json
+
+
+class JsonBodyRoute(APIRoute):
+    """A route whose JSON body is read by ``read_json`` (size before buffering, time,
+    depth, valid Unicode) before FastAPI validates it against the route's model.
+
+    The caller is authenticated first: nobody without a token makes us read a body."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def read_then_handle(request: Request) -> Response:
+            request.app.state.principals.authenticate(request)
+            settings = request.app.state.engine.settings
+            await read_json(request, settings.max_body_bytes, settings.body_timeout)
+            return await handler(request)
+
+        return read_then_handle
 
 
 def check_json(value: Any, depth: int = 1) -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ag_ui.core import RunAgentInput
 from fastapi import APIRouter, Header, Request
-from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
 from outlast.engine.runtime import RunOptions
-from outlast.engine.streams import RunStream, hydration_frames, is_legacy
-from outlast.errors import Draining, InvalidRequest
-from outlast.http.body import read_json
+from outlast.errors import Draining
+from outlast.http.bodies import RunAgentInput, check_limits
+from outlast.http.body import JsonBodyRoute, body_of
 from outlast.http.deps import (
     ID_DOC,
     EngineDep,
@@ -23,67 +21,12 @@ from outlast.http.deps import (
     parse_seq,
 )
 from outlast.http.sse import SSE_CONTENT, stream_response
-from outlast.store.base import Strategy
+from outlast.http.streams import RunStream, hydration_frames, is_legacy
 
-router = APIRouter()
+if TYPE_CHECKING:
+    from outlast.store.base import Strategy
 
-
-def _input_schema() -> dict[str, Any]:
-    """RunAgentInput as the official AG-UI types define it (references inlined, so the
-    document needs no extra components), plus our rules for ids."""
-    schema = RunAgentInput.model_json_schema(by_alias=True)
-    defs = schema.pop("$defs", {})
-
-    def inline(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
-            return {k: inline(v) for k, v in node.items() if k != "discriminator"}
-        if isinstance(node, list):
-            return [inline(v) for v in node]
-        return node
-
-    schema = inline(schema)
-    props = schema["properties"]
-    props["threadId"] = props["runId"] = {"type": "string", **ID_DOC}
-    for message in props["messages"]["items"]["oneOf"]:
-        message["properties"]["id"] = {"type": "string", "minLength": 1, "maxLength": 200}
-    for option in props["resume"]["anyOf"]:
-        if option.get("type") == "array":
-            option["items"]["properties"]["interruptId"] = {"type": "string", **ID_DOC}
-    return cast(dict[str, Any], schema)
-
-
-RUN_AGENT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": _input_schema()}},
-    },
-    "responses": {"200": {"description": "AG-UI event stream", "content": SSE_CONTENT}},
-}
-
-
-def validate_input(body: Any, max_messages: int, max_id: int) -> dict[str, Any]:
-    """A RunAgentInput body, checked as the official types and our limits say."""
-    if not isinstance(body, dict):
-        raise InvalidRequest("the body must be a RunAgentInput JSON object")
-    try:
-        RunAgentInput.model_validate(body)
-    except ValidationError as exc:
-        problems = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"]}
-                    for e in exc.errors()[:20]]
-        raise InvalidRequest("the body is not a valid RunAgentInput", problems=problems) from None
-    check_id(body["threadId"], "threadId", max_id)
-    check_id(body["runId"], "runId", max_id)
-    messages = body.get("messages") or []
-    if len(messages) > max_messages:
-        raise InvalidRequest(f"at most {max_messages} messages per request", limit=max_messages)
-    for m in messages:
-        if not isinstance(m.get("id"), str) or not m["id"] or len(m["id"]) > max_id:
-            raise InvalidRequest("every message needs a string id", field="messages")
-    for entry in body.get("resume") or []:
-        check_id(entry.get("interruptId"), "resume[].interruptId", max_id)
-    return cast(dict[str, Any], body)
+router = APIRouter(route_class=JsonBodyRoute, strict_content_type=False)
 
 
 @router.get("/agents", summary="Registered agents and their capabilities")
@@ -92,10 +35,12 @@ async def list_agents(engine: EngineDep, owner: Owner) -> dict[str, Any]:
                        for name, agent in sorted(engine.agents.items())]}
 
 
-@router.post("/agents/{agent}", summary="Run an agent (AG-UI)", openapi_extra=RUN_AGENT_BODY,
-             response_model=None, response_class=EventSourceResponse)
+@router.post("/agents/{agent}", summary="Run an agent (AG-UI)", response_model=None,
+             response_class=EventSourceResponse,
+             responses={200: {"description": "AG-UI event stream", "content": SSE_CONTENT}})
 async def run_agent(
     agent: str,
+    agent_input: RunAgentInput,
     request: Request,
     engine: EngineDep,
     owner: Owner,
@@ -108,6 +53,8 @@ async def run_agent(
     last_event_id: str | None = Header(default=None, alias="Last-Event-ID",
                                        json_schema_extra={"pattern": "^[0-9]{1,16}$"}),
 ) -> EventSourceResponse:
+    """Admits the run of a ``RunAgentInput`` and streams it; a body with no messages and
+    no resume hydrates the thread instead (SPEC §3)."""
     s = engine.settings
     engine.agent(agent)
     if engine.draining:
@@ -115,22 +62,22 @@ async def run_agent(
     after = parse_seq(last_event_id, "Last-Event-ID")
     disconnect = choice(on_disconnect, ("continue", "cancel"), s.on_disconnect,
                         "Outlast-On-Disconnect")
-    strategy = cast(Strategy, choice(multitask, ("reject", "enqueue", "interrupt"),
-                                     s.multitask, "Outlast-Multitask"))
+    strategy = cast("Strategy", choice(multitask, ("reject", "enqueue", "interrupt"),
+                                       s.multitask, "Outlast-Multitask"))
     if idempotency_key is not None:
         check_id(idempotency_key, "Idempotency-Key", s.max_id_length)
-    body = validate_input(await read_json(request, s.max_body_bytes, s.body_timeout),
-                          s.max_messages, s.max_id_length)
-    legacy = is_legacy(body.get("protocolVersion"))
-    if not body.get("messages") and not body.get("resume"):
+    # Admitted as it arrived: the validated model would re-serialize it differently.
+    body: dict[str, Any] = check_limits(body_of(request), s)
+    legacy = is_legacy(agent_input.protocol_version)
+    if not agent_input.messages and not agent_input.resume:
         # Hydration (SPEC §3): stream the thread, run nothing.
-        view = await engine.store.thread_view(owner, body["threadId"])
+        view = await engine.thread_view(owner, agent_input.thread_id)
         current = view.current_run if view is not None else None
         return stream_response(
-            hydration_frames(engine, owner, view, body["threadId"], body["runId"],
+            hydration_frames(engine, owner, view, agent_input.thread_id, agent_input.run_id,
                              legacy=legacy),
-            headers={"Outlast-Run-Id": current.id if current else body["runId"],
-                     "Outlast-Thread-Id": body["threadId"]},
+            headers={"Outlast-Run-Id": current.id if current else agent_input.run_id,
+                     "Outlast-Thread-Id": agent_input.thread_id},
             keepalive_seconds=s.keepalive)
     result = await engine.admit(owner, agent, body, RunOptions(
         key=idempotency_key, on_disconnect=disconnect, multitask=strategy))

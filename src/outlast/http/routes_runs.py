@@ -2,34 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from outlast.engine.streams import RunStream, is_legacy
-from outlast.errors import RunNotFound
 from outlast.http.deps import EngineDep, Owner, RunId, check_after, check_id, parse_seq
 from outlast.http.sse import SSE_CONTENT, stream_response
+from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view
-from outlast.store.base import FINAL, RunRecord
+
+if TYPE_CHECKING:
+    from outlast.store.base import RunRecord
 
 router = APIRouter()
 
 
 async def _run(engine: EngineDep, owner: str, run_id: str) -> RunRecord:
     check_id(run_id, "runId", engine.settings.max_id_length)
-    run = await engine.store.get_run(owner, run_id)
-    if run is None:
-        raise RunNotFound("run not found", runId=run_id)
-    return run
+    return await engine.run(owner, run_id)
 
 
 @router.get("/runs/{run_id}", summary="A run's record")
 async def get_run(run_id: RunId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
     run = await _run(engine, owner, run_id)
-    return run_view(run, await engine.store.interrupts(rid=run.rid))
+    return run_view(run, await engine.run_interrupts(run))
 
 
 @router.get("/runs/{run_id}/events", summary="Replay and follow a run's events (SSE)",
@@ -62,5 +60,5 @@ async def cancel_run(
 ) -> JSONResponse:
     check_id(run_id, "runId", engine.settings.max_id_length)
     run = await engine.cancel(owner, run_id, wait=wait)
-    body = run_view(run, await engine.store.interrupts(rid=run.rid))
-    return JSONResponse(body, status_code=200 if run.status in FINAL else 202)
+    body = run_view(run, await engine.run_interrupts(run))
+    return JSONResponse(body, status_code=200 if engine.is_final(run) else 202)

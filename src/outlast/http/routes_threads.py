@@ -9,35 +9,15 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from sse_starlette import EventSourceResponse
 
 from outlast.engine.runtime import RunOptions
-from outlast.engine.streams import RunStream, is_legacy
-from outlast.errors import InvalidRequest, ThreadNotFound
-from outlast.http.body import read_json
+from outlast.errors import ThreadNotFound
+from outlast.http.bodies import ResumeBody, check_limits
+from outlast.http.body import JsonBodyRoute, body_of
 from outlast.http.deps import ID_DOC, EngineDep, Owner, ThreadId, check_id
 from outlast.http.sse import SSE_CONTENT, stream_response
+from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view, thread_summary, thread_view
-from outlast.store.base import ThreadRecord
 
-router = APIRouter()
-
-STATUSES = ("idle", "busy", "interrupted", "error")
-
-
-def _cursor(value: str | None) -> tuple[float, int] | None:
-    if not value:
-        return None
-    try:
-        updated, tid = value.split("_", 1)
-        return float(updated), int(tid)
-    except ValueError:
-        raise InvalidRequest("cursor is not one this server returned") from None
-
-
-async def _thread(engine: EngineDep, owner: str, thread_id: str) -> ThreadRecord:
-    check_id(thread_id, "threadId", engine.settings.max_id_length)
-    thread = await engine.store.get_thread(owner, thread_id)
-    if thread is None:
-        raise ThreadNotFound("thread not found", threadId=thread_id)
-    return thread
+router = APIRouter(route_class=JsonBodyRoute, strict_content_type=False)
 
 
 @router.get("/threads", summary="The caller's threads, newest first")
@@ -47,17 +27,14 @@ async def list_threads(
     limit: int = Query(default=50, ge=1, le=500),
     cursor: str | None = Query(default=None, max_length=100),
 ) -> dict[str, Any]:
-    threads = await engine.store.list_threads(owner, status, limit, _cursor(cursor))
-    nxt = None
-    if len(threads) == limit:
-        nxt = f"{threads[-1].updated_at!r}_{threads[-1].tid}"
+    threads, nxt = await engine.threads(owner, status, limit, cursor)
     return {"threads": [thread_summary(t) for t in threads], "nextCursor": nxt}
 
 
 @router.get("/threads/{thread_id}", summary="A thread's snapshot and active run")
 async def get_thread(thread_id: ThreadId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
     check_id(thread_id, "threadId", engine.settings.max_id_length)
-    view = await engine.store.thread_view(owner, thread_id)
+    view = await engine.thread_view(owner, thread_id)
     if view is None:
         raise ThreadNotFound("thread not found", threadId=thread_id)
     return thread_view(view.thread, view.snapshot, view.interrupts, view.current_run)
@@ -69,14 +46,8 @@ async def list_thread_runs(
     limit: int = Query(default=50, ge=1, le=500),
     before: str | None = Query(default=None, max_length=200),
 ) -> dict[str, Any]:
-    thread = await _thread(engine, owner, thread_id)
-    before_rid = None
-    if before:
-        anchor = await engine.store.get_run(owner, before)
-        if anchor is None or anchor.tid != thread.tid:
-            raise InvalidRequest("before must be a runId of this thread")
-        before_rid = anchor.rid
-    runs = await engine.store.list_runs(thread.tid, limit, before_rid)
+    check_id(thread_id, "threadId", engine.settings.max_id_length)
+    runs = await engine.thread_runs(owner, thread_id, limit, before)
     return {"runs": [run_view(r, []) for r in runs],
             "nextBefore": runs[-1].id if len(runs) == limit else None}
 
@@ -84,68 +55,59 @@ async def list_thread_runs(
 @router.delete("/threads/{thread_id}", status_code=204, summary="Delete a thread")
 async def delete_thread(thread_id: ThreadId, engine: EngineDep, owner: Owner) -> Response:
     check_id(thread_id, "threadId", engine.settings.max_id_length)
-    await engine.store.delete_thread(owner, thread_id)
+    await engine.delete_thread(owner, thread_id)
     return Response(status_code=204)
 
 
-RESUME_BODY = {
-    "requestBody": {"required": True, "content": {"application/json": {"schema": {
-        "type": "object", "required": ["resume"],
-        "properties": {
-            "resume": {"type": "array", "minItems": 1, "items": {
-                "type": "object", "required": ["interruptId", "status"],
-                "properties": {"interruptId": {"type": "string", **ID_DOC},
-                               "status": {"type": "string", "enum": ["resolved", "cancelled"]},
-                               "payload": {}}}},
-            "runId": {"type": "string", **ID_DOC}, "forwardedProps": {},
-        }}}}},
-}
+RESUME_DESCRIPTION = """\
+Answers every pending interrupt of the thread without an AG-UI client and starts the
+continuation run, with the agent of the run that raised the interrupts.
+
+Body: `{"resume": [ResumeEntry, ...], "runId"?, "forwardedProps"?}`; a `ResumeEntry` is
+`{"interruptId", "status": "resolved" | "cancelled", "payload"?}`, and an approval's
+payload is `{"approved": bool, "editedArgs"?: {...}}`.
+
+A thread without pending interrupts answers 409 `interrupt_not_pending`; answers that
+leave one unanswered, 422 `resume_incomplete`."""
 
 
 @router.post("/threads/{thread_id}/resume", summary="Answer the thread's pending interrupts",
-             openapi_extra=RESUME_BODY, response_model=None,
+             description=RESUME_DESCRIPTION, response_model=None,
              responses={200: {"description": "The continuation run, or its SSE stream when "
                                              "`Accept: text/event-stream`",
                               "content": SSE_CONTENT}})
 async def resume_thread(
-    thread_id: ThreadId, request: Request, engine: EngineDep, owner: Owner,
+    thread_id: ThreadId, answers: ResumeBody, request: Request, engine: EngineDep, owner: Owner,
     idempotency_key: str | None = Header(default=None, alias="Idempotency-Key",
                                          json_schema_extra=ID_DOC),
     accept: str | None = Header(default=None),
 ) -> dict[str, Any] | EventSourceResponse:
     s = engine.settings
-    thread = await _thread(engine, owner, thread_id)
-    body = await read_json(request, s.max_body_bytes, s.body_timeout)
-    if not isinstance(body, dict) or not isinstance(body.get("resume"), list) \
-            or not body["resume"]:
-        raise InvalidRequest('the body must be {"resume": [ResumeEntry, ...]} (non-empty)')
-    for entry in body["resume"]:
-        if not isinstance(entry, dict):
-            raise InvalidRequest("each resume entry is an object")
-        check_id(entry.get("interruptId"), "resume[].interruptId", s.max_id_length)
-        if entry.get("status") not in ("resolved", "cancelled"):
-            raise InvalidRequest("resume[].status must be resolved or cancelled")
-    run_id = body.get("runId") or f"resume-{uuid.uuid4().hex}"
-    check_id(run_id, "runId", s.max_id_length)
+    check_id(thread_id, "threadId", s.max_id_length)
     if idempotency_key is not None:
         check_id(idempotency_key, "Idempotency-Key", s.max_id_length)
-    runs = await engine.store.list_runs(thread.tid, 1, None)
-    agent = runs[0].agent if runs else "demo"
+    body = check_limits(body_of(request), s)
+    interrupted = await engine.interrupted_run(owner, thread_id)
+    run_id = answers.runId or f"resume-{uuid.uuid4().hex}"
     run_input: dict[str, Any] = {
         "threadId": thread_id, "runId": run_id, "messages": [], "state": None,
         "tools": [], "context": [], "resume": [
             {k: v for k, v in e.items() if k in ("interruptId", "status", "payload")}
             for e in body["resume"]],
-        "protocolVersion": "1.0",
     }
-    if body.get("forwardedProps") is not None:
+    # The continuation speaks the protocol version of the run it continues: the
+    # thread's client reads it (hydration, GET /runs/{id}/events) as it read that one.
+    protocol = interrupted.input.get("protocolVersion")
+    if protocol is not None:
+        run_input["protocolVersion"] = protocol
+    if answers.forwardedProps is not None:
         run_input["forwardedProps"] = body["forwardedProps"]
-    result = await engine.admit(owner, agent, run_input, RunOptions(
-        key=idempotency_key or (body.get("runId") and run_id), multitask="reject"))
+    result = await engine.admit(owner, interrupted.agent, run_input, RunOptions(
+        key=idempotency_key or answers.runId, multitask="reject"))
     if accept and "text/event-stream" in accept:
         headers = {"Outlast-Run-Id": result.run.id, "Outlast-Thread-Id": thread_id}
         if not result.created:
             headers["Outlast-Replayed"] = "true"
-        return stream_response(RunStream(engine, result.run, legacy=is_legacy("1.0")).frames(0),
-                               headers=headers, keepalive_seconds=s.keepalive)
+        stream = RunStream(engine, result.run, legacy=is_legacy(protocol))
+        return stream_response(stream.frames(0), headers=headers, keepalive_seconds=s.keepalive)
     return {"run": run_view(result.run, []), "replayed": not result.created}

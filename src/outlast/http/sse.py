@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
+
+from outlast.http.frames import keepalive
 
 log = logging.getLogger("outlast.http")
 
@@ -22,10 +24,6 @@ SSE_CONTENT: dict[str, Any] = {"text/event-stream": {"schema": {
 }}}
 
 
-def keepalive() -> ServerSentEvent:
-    return ServerSentEvent(comment="keepalive")
-
-
 def stream_response(
     frames: AsyncIterator[str],
     *,
@@ -33,7 +31,7 @@ def stream_response(
     keepalive_seconds: float,
     on_disconnect: Callable[[], Awaitable[None]] | None = None,
 ) -> EventSourceResponse:
-    """An SSE response over pre-encoded frames.
+    """An SSE response over frames spelled by ``outlast.http.frames``.
 
     ``on_disconnect`` runs when the client goes away before the stream ended
     by itself (G1: only requests that asked for ``on_disconnect=cancel`` pass one).

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from outlast.store.base import InterruptRecord, RunRecord, Snapshot, ThreadRecord
+if TYPE_CHECKING:  # record types only: the edge reads them through the engine
+    from outlast.store.base import InterruptRecord, RunRecord, Snapshot, ThreadRecord
 
 
 def interrupt_view(i: InterruptRecord) -> dict[str, Any]:

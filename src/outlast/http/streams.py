@@ -1,53 +1,57 @@
 """What a subscriber reads: replay from the log, then the live edge (SPEC §4).
 
-Frames are ``id: <seq>`` + ``data: <event JSON>``; synthesized frames (the
-``RUN_STARTED`` of a stream that starts mid-run, re-opened constructs, the
-hydration snapshots) carry no id. Subscribers pull: nothing is buffered per
-subscriber (G10).
+Frames are spelled by ``outlast.http.frames``; the events this module makes up
+(the ``RUN_STARTED`` of a stream that starts mid-run, re-opened constructs, the
+hydration snapshots) come from the builders of ``outlast.protocol.events``.
+Subscribers pull: nothing is buffered per subscriber (G10).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING
 
-from outlast.engine.runtime import Engine
+from outlast.http.frames import SSE_TEMPLATE, frame, is_preamble, retry_preamble, synthesized
+from outlast.protocol import events
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
-from outlast.store.base import FINAL, RunRecord, StoredEvent, ThreadView
+
+if TYPE_CHECKING:
+    from outlast.engine.runtime import Engine
+    from outlast.store.base import RunRecord, StoredEvent, ThreadView
 
 PAGE = 1000
 REPLAY_PAGE = 2000  # pages of frames assembled by the database
 FIRST_PAGE = 100  # small, so a client that reattaches mid-log gets its first event sooner
-RETRY_MS = 1000
-
-
-def frame(seq: int | None, body: str) -> str:
-    """One SSE frame."""
-    if seq is None:
-        return f"data: {body}\n\n"
-    return f"id: {seq}\ndata: {body}\n\n"
-
-
-def legacy_body(body: str) -> str:
-    """AG-UI before 1.0 knows no cancelled outcome: it gets ``RUN_ERROR`` code ``cancelled``."""
-    if '"RUN_FINISHED"' in body and '"cancelled"' in body:
-        data = json.loads(body)
-        if (data.get("outcome") or {}).get("type") == "cancelled":
-            return dumps({"type": "RUN_ERROR", "message": "The run was cancelled.",
-                          "code": "cancelled", "timestamp": data.get("timestamp")})
-    return body
 
 
 def is_legacy(protocol_version: str | None) -> bool:
-    """True for clients that declared no protocol version, or one before 1.0."""
-    if not protocol_version:
+    """True for a client before AG-UI 1.0: one that declares no version (inputs made
+    before the protocol carried one), or a ``0.x`` one. A declaration that cannot be
+    read is treated as a newer version, as AG-UI's versioning rules say."""
+    if protocol_version is None or not protocol_version.strip():
         return True
-    try:
-        return int(protocol_version.split(".")[0]) < 1
-    except ValueError:
-        return False
+    major = protocol_version.strip().split(".", 1)[0]
+    # isascii: int() also reads other scripts' digits, which no version is spelled with.
+    return major.isascii() and major.isdigit() and int(major) < 1
+
+
+def legacy_body(body: str) -> str:
+    """AG-UI before 1.0 knows no cancelled outcome: it gets ``RUN_ERROR`` code ``cancelled``
+    (SPEC §3)."""
+    if '"RUN_FINISHED"' in body and '"cancelled"' in body:
+        data = json.loads(body)
+        if (data.get("outcome") or {}).get("type") == "cancelled":
+            return dumps(events.run_error("The run was cancelled.", "cancelled",
+                                          timestamp=data.get("timestamp")))
+    return body
+
+
+async def replay_page(engine: Engine, run: RunRecord, after: int,
+                      limit: int) -> tuple[int, str]:
+    """A page of logged frames assembled by the database, spelled as ``frame`` spells them."""
+    return await engine.run_frames(run, after, limit, SSE_TEMPLATE)
 
 
 class RunStream:
@@ -58,30 +62,28 @@ class RunStream:
         self.run = run
         self.legacy = legacy
 
-    def _encode(self, events: list[StoredEvent]) -> str:
+    def _encode(self, page: list[StoredEvent]) -> str:
         if self.legacy:
-            return "".join(frame(e.seq, legacy_body(e.body)) for e in events)
-        return "".join(f"id: {e.seq}\ndata: {e.body}\n\n" for e in events)
+            return "".join(frame(e.seq, legacy_body(e.body)) for e in page)
+        return "".join(frame(e.seq, e.body) for e in page)
 
     async def reopen(self, after: int) -> list[str]:
         """Synthesized frames for a stream that starts after ``after`` (mid-run)."""
-        out = [frame(None, dumps({"type": "RUN_STARTED", "threadId": self.run.thread_id,
-                                  "runId": self.run.id, "protocolVersion": "1.0"}))]
+        out = [synthesized(events.run_started(self.run.thread_id, self.run.id))]
         if after <= 0:
             return out
-        start = await self.engine.store.last_boundary(self.run.rid, after)
+        start = await self.engine.last_boundary(self.run, after)
         if start < after:
             fold = ThreadFold()
             cursor = start
             while cursor < after:
-                page = await self.engine.store.read_events(self.run.rid, cursor,
-                                                           min(PAGE, after - cursor))
+                page = await self.engine.run_events(self.run, cursor, min(PAGE, after - cursor))
                 if not page:
                     break
                 for ev in page:
                     fold.apply(json.loads(ev.body))
                 cursor = page[-1].seq
-            out.extend(frame(None, dumps(e)) for e in fold.reopen_events())
+            out.extend(synthesized(e) for e in fold.reopen_events())
         return out
 
     async def frames(self, after: int, *, follow: bool = True,
@@ -89,20 +91,17 @@ class RunStream:
         """Frames after ``after``; ends with the run's final event (or at the live edge
         when ``follow`` is false)."""
         engine = self.engine
-        rid = self.run.rid
-        feed = engine.hub.acquire(rid)
-        engine.metrics.subscribers.inc()
-        try:
-            yield f"retry: {RETRY_MS}\n\n"
-            run = await engine.store.get_run_by_rid(rid) or self.run
-            final = run.status in FINAL
+        async with engine.watch(self.run) as feed:
+            yield retry_preamble()
+            run = await engine.reread(self.run) or self.run
+            final = engine.is_final(run)
             last = max(run.last_seq, feed.last_seq)
             if synthesize_start if synthesize_start is not None else after > 0:
                 for f in await self.reopen(min(after, last)):
                     yield f
             if final and after >= last:
                 # Following a finished run from its end: its final event, at once.
-                tail = await engine.store.read_events(rid, max(0, last - 1), 1)
+                tail = await engine.run_events(run, max(0, last - 1), 1)
                 if tail:
                     body = legacy_body(tail[-1].body) if self.legacy else tail[-1].body
                     yield frame(None, body)
@@ -114,7 +113,7 @@ class RunStream:
                 cached = feed.cached_after(cursor, limit)
                 if cached is None and not self.legacy:
                     # Replay from the log: the database assembles the page's frames.
-                    upto, text = await engine.store.read_frames(rid, cursor, limit)
+                    upto, text = await replay_page(engine, run, cursor, limit)
                     limit = REPLAY_PAGE
                     if text:
                         cursor = upto
@@ -122,7 +121,7 @@ class RunStream:
                         continue
                 else:
                     page = cached if cached is not None else \
-                        await engine.store.read_events(rid, cursor, limit)
+                        await engine.run_events(run, cursor, limit)
                     limit = PAGE
                     if page:
                         cursor = page[-1].seq
@@ -135,19 +134,16 @@ class RunStream:
                 await feed.wait(cursor, poll)
                 if feed.last_seq <= cursor and not feed.final:
                     # No wake-up: the log is the truth (hints can be lost across processes).
-                    current = await engine.store.get_run_by_rid(rid)
+                    current = await engine.reread(run)
                     if current is None:
                         return
                     last = current.last_seq
-                    final = current.status in FINAL
+                    final = engine.is_final(current)
                     if final and cursor >= last:
                         return
                 else:
                     final = feed.final
                     last = feed.last_seq
-        finally:
-            engine.hub.release(rid)
-            engine.metrics.subscribers.dec()
 
 
 async def hydration_frames(engine: Engine, owner: str, view: ThreadView | None,
@@ -155,37 +151,31 @@ async def hydration_frames(engine: Engine, owner: str, view: ThreadView | None,
     """SPEC §3 hydration: the thread's snapshot, then its active run live, if any.
 
     Snapshot, interrupts and active run come from one consistent read (G5)."""
-    yield f"retry: {RETRY_MS}\n\n"
+    yield retry_preamble()
     view = await _started(engine, owner, view)
     if view is None:
-        yield frame(None, dumps({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id,
-                                 "protocolVersion": "1.0"}))
-        yield frame(None, dumps({"type": "STATE_SNAPSHOT", "snapshot": {}}))
-        yield frame(None, dumps({"type": "MESSAGES_SNAPSHOT", "messages": []}))
-        yield frame(None, dumps({"type": "RUN_FINISHED", "threadId": thread_id,
-                                 "runId": run_id}))
+        yield synthesized(events.run_started(thread_id, run_id))
+        yield synthesized(events.state_snapshot({}))
+        yield synthesized(events.messages_snapshot([]))
+        yield synthesized(events.run_finished(thread_id, run_id))
         return
     active = view.current_run
     snap = view.snapshot
-    head_run = active.id if active is not None else run_id
-    yield frame(None, dumps({"type": "RUN_STARTED", "threadId": thread_id, "runId": head_run,
-                             "protocolVersion": "1.0"}))
-    yield frame(None, dumps({"type": "STATE_SNAPSHOT", "snapshot": snap.state}))
-    yield frame(None, dumps({"type": "MESSAGES_SNAPSHOT", "messages": snap.messages}))
+    yield synthesized(events.run_started(thread_id, active.id if active else run_id))
+    yield synthesized(events.state_snapshot(snap.state))
+    yield synthesized(events.messages_snapshot(snap.messages))
     if active is None:
-        finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": thread_id,
-                                    "runId": run_id}
+        outcome = None
         if view.interrupts:
-            finished["outcome"] = {"type": "interrupt",
-                                   "interrupts": [i.body for i in view.interrupts]}
-        yield frame(None, dumps(finished))
+            outcome = {"type": "interrupt", "interrupts": [i.body for i in view.interrupts]}
+        yield synthesized(events.run_finished(thread_id, run_id, outcome=outcome))
         return
     # The snapshot is as of a boundary of the active run (its first commit saves
     # one), where nothing is open: its events after that seq complete the picture.
     after = snap.as_of_seq if snap.as_of_run == active.id and snap.as_of_seq else 1
     stream = RunStream(engine, active, legacy=legacy)
     async for f in stream.frames(after, synthesize_start=False):
-        if f.startswith("retry:"):
+        if is_preamble(f):
             continue
         yield f
 
@@ -198,7 +188,7 @@ async def _started(engine: Engine, owner: str, view: ThreadView | None) -> Threa
         if current is None or (current.status == "running" and current.last_seq > 0):
             return view
         # Queued, or running without a first commit yet: wait briefly for its start.
-        with engine.hub.watch(current.rid) as feed:
+        async with engine.watch(current) as feed:
             await feed.wait(0, 0.25)
-        view = await engine.store.thread_view(owner, view.thread.id)
+        view = await engine.thread_view(owner, view.thread.id)
     return None

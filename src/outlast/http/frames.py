@@ -1,0 +1,47 @@
+"""How an SSE frame is spelled: the one owner of the stream's wire format (SPEC §4).
+
+Logged events are ``id: <seq>`` + ``data: <event JSON>``; synthesized events (the
+``RUN_STARTED`` of a stream that starts mid-run, re-opened constructs, hydration
+snapshots) carry no ``id``, so a reconnect resumes after the last logged one. The
+database assembles replay pages with ``SSE_TEMPLATE``; everything else uses ``frame``.
+"""
+
+from __future__ import annotations
+
+from sse_starlette import ServerSentEvent
+
+from outlast.protocol.events import Event
+from outlast.protocol.jsonutil import dumps
+
+# Prefix before the seq, between seq and body, after the body: handed to the store
+# so that frames it concatenates are spelled exactly as ``frame`` spells them.
+SSE_TEMPLATE = ("id: ", "\ndata: ", "\n\n")
+
+RETRY_MS = 1000  # browsers reconnect this quickly after a dropped stream
+
+
+def frame(seq: int | None, body: str) -> str:
+    """One SSE frame of an encoded event; ``seq`` None for a synthesized one."""
+    if seq is None:
+        return f"data: {body}\n\n"
+    return f"{SSE_TEMPLATE[0]}{seq}{SSE_TEMPLATE[1]}{body}{SSE_TEMPLATE[2]}"
+
+
+def synthesized(event: Event) -> str:
+    """The frame of an event the stream makes up (never logged, so no ``id``)."""
+    return frame(None, dumps(event))
+
+
+def retry_preamble() -> str:
+    """The first frame of every stream: how soon a browser should reconnect."""
+    return f"retry: {RETRY_MS}\n\n"
+
+
+def is_preamble(chunk: str) -> bool:
+    """True for the chunk ``retry_preamble`` spells (a nested stream drops it)."""
+    return chunk.startswith("retry:")
+
+
+def keepalive() -> ServerSentEvent:
+    """The comment sent while a stream is idle (sse-starlette spells it)."""
+    return ServerSentEvent(comment="keepalive")
