@@ -13,6 +13,10 @@ fi
 
 # The stock @ag-ui/client, used to check that our fold and streams agree with it.
 npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+# The JavaScript packages, whose own suites tests/e2e/test_js_clients.py runs.
+for pkg in clients/js clients/copilotkit web; do
+    npm ci --prefix "$pkg" --no-audit --no-fund --loglevel=error
+done
 
 # Debian's Chromium for the browser tests (a test tool's own browser download cannot work here).
 if [ ! -x /usr/bin/chromium ]; then

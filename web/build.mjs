@@ -8,7 +8,7 @@
 import * as esbuild from "esbuild";
 import { copyFile, mkdir, readdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const outdir = join(here, "..", "src", "outlast", "web", "static");
@@ -29,8 +29,10 @@ const noProtobuf = {
   },
 };
 
-// The app imports the library from ./vendor.js at run time, so app.js holds only our code.
-const vendorExternal = {
+// The app imports the library from ./vendor.js at run time, so app.js holds only our code
+// (ResumableHttpAgent included: it comes from ../clients/js/src as source, and its
+// own imports of @ag-ui/client and rxjs land here too).
+export const vendorExternal = {
   name: "vendor-external",
   setup(build) {
     build.onResolve({ filter: /^(@ag-ui\/client|rxjs)$/ }, () => ({ path: "./vendor.js", external: true }));
@@ -39,7 +41,7 @@ const vendorExternal = {
 
 const common = { bundle: true, format: "esm", target: "es2022", legalComments: "none", logLevel: "info" };
 
-const builds = [
+export const builds = [
   {
     ...common,
     stdin: {
@@ -55,14 +57,19 @@ const builds = [
   { ...common, entryPoints: [join(here, "src", "styles.css")], outfile: join(outdir, "app.css") },
 ];
 
-await mkdir(outdir, { recursive: true });
-for (const name of await readdir(outdir)) {
-  if (/\.(js|css|html|map)$/.test(name)) await rm(join(outdir, name));
-}
-await copyFile(join(here, "index.html"), join(outdir, "index.html"));
+// Imported by the tests for its configuration; run as a script, it builds.
+const isMain = import.meta.url === pathToFileURL(process.argv[1] ?? "").href;
 
-if (watch) {
-  for (const options of builds) await (await esbuild.context(options)).watch();
-} else {
-  await Promise.all(builds.map((options) => esbuild.build(options)));
+if (isMain) {
+  await mkdir(outdir, { recursive: true });
+  for (const name of await readdir(outdir)) {
+    if (/\.(js|css|html|map)$/.test(name)) await rm(join(outdir, name));
+  }
+  await copyFile(join(here, "index.html"), join(outdir, "index.html"));
+
+  if (watch) {
+    for (const options of builds) await (await esbuild.context(options)).watch();
+  } else {
+    await Promise.all(builds.map((options) => esbuild.build(options)));
+  }
 }

@@ -1,6 +1,6 @@
 /** The outlast REST resources the page reads besides the AG-UI stream (SPEC §3). */
 import type { BaseEvent, Interrupt, Message } from "@ag-ui/client";
-import { readSse } from "./resumable-agent";
+import { readSse } from "../../clients/js/src/index";
 
 export type RunStatus = "queued" | "running" | "interrupted" | "succeeded" | "failed" | "cancelled";
 

@@ -9,7 +9,7 @@
 import type { Interrupt, Message, ResumeEntry, RunAgentParameters } from "@ag-ui/client";
 import * as api from "./api";
 import { $, h, replace } from "./dom";
-import { ResumableHttpAgent, StreamHttpError, type ConnectionState, type Frame } from "./resumable-agent";
+import { ResumableHttpAgent, StreamHttpError, type ConnectionState, type Frame } from "../../clients/js/src/index";
 import { renderApprovals, type Answer } from "./views/approvals";
 import { TIMELINE_LIMIT, appendTimeline, renderRuns, renderTimeline, type TimelineEntry } from "./views/inspector";
 import { renderMessages } from "./views/messages";

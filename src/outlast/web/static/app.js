@@ -1,10 +1,12 @@
-// src/resumable-agent.ts
+// ../clients/js/src/resumable-agent.ts
 import {
   EventType,
   HttpAgent,
   enforceOutgoingInput
 } from "./vendor.js";
 import { Observable } from "./vendor.js";
+
+// ../clients/js/src/sse.ts
 var StreamHttpError = class extends Error {
   constructor(status, payload) {
     const detail = payload?.error?.message ?? (typeof payload === "string" ? payload : JSON.stringify(payload));
@@ -17,8 +19,75 @@ var StreamHttpError = class extends Error {
   payload;
 };
 var RETRYABLE_STATUS = /* @__PURE__ */ new Set([408, 425, 429, 500, 502, 503, 504]);
-var TERMINAL_EVENTS = /* @__PURE__ */ new Set([EventType.RUN_FINISHED, EventType.RUN_ERROR]);
 var RECONNECT = /* @__PURE__ */ Symbol("reconnect");
+async function readSse(body2, connection, idleTimeoutMs, on) {
+  const reader = body2.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let idle;
+  const arm = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => connection.abort(RECONNECT), idleTimeoutMs);
+  };
+  const cancel = () => void reader.cancel().catch(() => void 0);
+  connection.signal.addEventListener("abort", cancel);
+  try {
+    arm();
+    for (; ; ) {
+      if (connection.signal.aborted) throw connection.signal.reason ?? new Error("aborted");
+      const { done, value } = await reader.read();
+      if (connection.signal.aborted) throw connection.signal.reason ?? new Error("aborted");
+      if (done) break;
+      arm();
+      on.activity();
+      buffer += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = frameEnd(buffer)) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end).replace(/^(\r\n|\r|\n){2}/, "");
+        dispatch(block, on);
+      }
+    }
+  } finally {
+    clearTimeout(idle);
+    connection.signal.removeEventListener("abort", cancel);
+    reader.releaseLock();
+  }
+}
+function frameEnd(buffer) {
+  const match = /(\r\n|\r|\n)(\r\n|\r|\n)/.exec(buffer);
+  return match ? match.index : -1;
+}
+function dispatch(block, on) {
+  let id;
+  const data = [];
+  for (const line of block.split(/\r\n|\r|\n/)) {
+    if (line === "" || line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (field === "data") data.push(value);
+    else if (field === "id") id = value;
+  }
+  if (data.length > 0) on.frame(id, data.join("\n"));
+}
+async function httpError(response) {
+  const text = await response.text().catch(() => "");
+  let payload = text;
+  try {
+    payload = JSON.parse(text);
+  } catch {
+  }
+  return new StreamHttpError(response.status, payload);
+}
+function errorText(error) {
+  if (error instanceof Error) return error.message;
+  if (typeof error === "symbol") return "connection replaced";
+  return String(error);
+}
+
+// ../clients/js/src/resumable-agent.ts
+var TERMINAL_EVENTS = /* @__PURE__ */ new Set([EventType.RUN_FINISHED, EventType.RUN_ERROR]);
 var ResumableHttpAgent = class extends HttpAgent {
   /** Called whenever the transport's state changes. */
   onConnectionChange;
@@ -225,71 +294,6 @@ var ResumableHttpAgent = class extends HttpAgent {
     });
   }
 };
-async function readSse(body2, connection, idleTimeoutMs, on) {
-  const reader = body2.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let idle;
-  const arm = () => {
-    clearTimeout(idle);
-    idle = setTimeout(() => connection.abort(RECONNECT), idleTimeoutMs);
-  };
-  const cancel = () => void reader.cancel().catch(() => void 0);
-  connection.signal.addEventListener("abort", cancel);
-  try {
-    arm();
-    for (; ; ) {
-      if (connection.signal.aborted) throw connection.signal.reason ?? new Error("aborted");
-      const { done, value } = await reader.read();
-      if (connection.signal.aborted) throw connection.signal.reason ?? new Error("aborted");
-      if (done) break;
-      arm();
-      on.activity();
-      buffer += decoder.decode(value, { stream: true });
-      let end;
-      while ((end = frameEnd(buffer)) >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end).replace(/^(\r\n|\r|\n){2}/, "");
-        dispatch(block, on);
-      }
-    }
-  } finally {
-    clearTimeout(idle);
-    connection.signal.removeEventListener("abort", cancel);
-    reader.releaseLock();
-  }
-}
-function frameEnd(buffer) {
-  const match = /(\r\n|\r|\n)(\r\n|\r|\n)/.exec(buffer);
-  return match ? match.index : -1;
-}
-function dispatch(block, on) {
-  let id;
-  const data = [];
-  for (const line of block.split(/\r\n|\r|\n/)) {
-    if (line === "" || line.startsWith(":")) continue;
-    const colon = line.indexOf(":");
-    const field = colon < 0 ? line : line.slice(0, colon);
-    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
-    if (field === "data") data.push(value);
-    else if (field === "id") id = value;
-  }
-  if (data.length > 0) on.frame(id, data.join("\n"));
-}
-async function httpError(response) {
-  const text = await response.text().catch(() => "");
-  let payload = text;
-  try {
-    payload = JSON.parse(text);
-  } catch {
-  }
-  return new StreamHttpError(response.status, payload);
-}
-function errorText(error) {
-  if (error instanceof Error) return error.message;
-  if (typeof error === "symbol") return "connection replaced";
-  return String(error);
-}
 
 // src/api.ts
 var ApiError = class extends Error {

@@ -2,11 +2,11 @@
  * ResumableHttpAgent against a scripted server: streams break mid-message and
  * the agent must fold every event exactly once through the stock pipeline.
  *
- *   npm test --prefix web
+ *   npm test --prefix clients/js
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ResumableHttpAgent, type ConnectionState } from "../src/resumable-agent";
+import { ResumableHttpAgent, type ConnectionState } from "../src/index";
 
 type Ev = Record<string, unknown> & { type: string };
 
