@@ -52,7 +52,8 @@ class FoldChanges:
 class ThreadFold(MessageIndex):
     """Folds AG-UI events into messages, state and pending interrupts, as @ag-ui/client does."""
 
-    __slots__ = ("_chunks", "_interrupts_changed", "_open", "_state_changed", "interrupts", "state")
+    __slots__ = ("_chunks", "_interrupts_changed", "_open", "_state_changed",
+                 "construct_changes", "interrupts", "state")
 
     def __init__(
         self,
@@ -68,6 +69,10 @@ class ThreadFold(MessageIndex):
         self._open: dict[constructs.Key, constructs.OpenConstruct] = {}
         self._state_changed = False
         self._interrupts_changed = False
+        # When a list, every construct opened (key, construct) or closed (key, None) is
+        # recorded here for whoever indexes them (the event log's construct index).
+        self.construct_changes: list[tuple[constructs.Key, constructs.OpenConstruct | None]] \
+            | None = None
 
     # ----------------------------------------------------------------- public API
 
@@ -161,9 +166,18 @@ class ThreadFold(MessageIndex):
         found = constructs.opener(event, chunked)
         if found is not None:
             self._open[found[0]] = found[1]
+            if self.construct_changes is not None:
+                self.construct_changes.append(found)
 
     def _closed(self, event: Event) -> None:
-        self._open.pop(constructs.closer_key(event), None)
+        key = constructs.closer_key(event)
+        if self._open.pop(key, None) is not None and self.construct_changes is not None:
+            self.construct_changes.append((key, None))
+
+    def _close_all(self) -> None:
+        if self.construct_changes is not None:
+            self.construct_changes.extend((key, None) for key in self._open)
+        self._open.clear()
 
     def _merge_metadata(self, target: dict[str, Any], event: Event) -> bool:
         # mergeMetadata: shallow, key by key, last write wins; values cloned off the event.
@@ -403,7 +417,7 @@ class ThreadFold(MessageIndex):
 
     def _on_run_started(self, event: Event, chunked: bool) -> None:
         # A new run: nothing from an earlier run can be continued (verify resets per run).
-        self._open.clear()
+        self._close_all()
         run_input = event.get("input")
         if not isinstance(run_input, dict):
             return
@@ -412,7 +426,7 @@ class ThreadFold(MessageIndex):
                 self._append(clone_message(message))
 
     def _on_run_finished(self, event: Event, chunked: bool) -> None:
-        self._open.clear()
+        self._close_all()
         outcome = event.get("outcome")
         interrupts: list[dict[str, Any]] = []
         if isinstance(outcome, dict) and outcome.get("type") == "interrupt":
@@ -422,7 +436,7 @@ class ThreadFold(MessageIndex):
         self.interrupts = interrupts
 
     def _on_run_error(self, event: Event, chunked: bool) -> None:
-        self._open.clear()  # the run is over; nothing it left open can be continued
+        self._close_all()  # the run is over; nothing it left open can be continued
 
     def _on_encrypted_value(self, event: Event, chunked: bool) -> None:
         entity, value = event["entityId"], event["encryptedValue"]
