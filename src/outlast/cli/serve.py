@@ -6,6 +6,8 @@ import asyncio
 import logging
 import socket
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import FrameType
@@ -55,15 +57,32 @@ async def _started(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
     serves: a store that will not open is a startup mistake told in one line, not
     uvicorn's logged traceback of a failed lifespan."""
     lifespan = app.router.lifespan_context(app)
+    threads = set(threading.enumerate())
     try:
         await lifespan.__aenter__()
     except Exception as exc:
         log.debug("startup failed", exc_info=True)
+        await _threads_finished(threads)
         raise StartupError(store_problem(settings, exc)) from None
     try:
         yield
     finally:
         await lifespan.__aexit__(None, None, None)
+
+
+async def _threads_finished(before: set[threading.Thread], within: float = 2.0) -> None:
+    """Wait (a little) for threads started since ``before`` to end. aiosqlite stops a
+    connection that failed to open from that connection's thread, which then reports
+    to this loop; were the loop closed by then, that thread would print a traceback."""
+    deadline = time.monotonic() + within
+
+    def running() -> bool:
+        return any(t not in before and t.is_alive() and not t.daemon
+                   and not t.name.startswith("asyncio_")  # the loop's executor: ends later
+                   for t in threading.enumerate())
+
+    while running() and time.monotonic() < deadline:  # noqa: ASYNC110 (threads set no event)
+        await asyncio.sleep(0.01)
 
 
 async def _serve(settings: Settings, principals: Principals, agents: dict[str, Agent],
