@@ -1,56 +1,292 @@
-"""Server settings: flags, ``OUTLAST_*`` environment variables and defaults."""
+"""Server settings, declared once.
+
+Each field of :class:`Settings` carries its meaning, unit, range or choices and
+its ``OUTLAST_*`` environment variable. ``outlast serve``'s flags and their
+``--help`` text are derived from this declaration (see :func:`options`), and a
+flag's value and its environment variable's value go through the same
+validation. Python callers build ``Settings(data_dir=..., lease_ttl=1.0)``;
+keywords win over the environment, the environment over the defaults.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
+import types
+import typing
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import annotated_types
+from pydantic import Field, JsonValue, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
 SnapshotHook = Callable[[dict[str, Any]], Awaitable[None] | None]
 
+ENV_PREFIX = "OUTLAST_"
 
-@dataclass
-class Settings:
+
+def setting(default: Any = None, help: str = "", *, unit: str | None = None,
+            metavar: str | None = None, flag: str | None = None, env: str | None = None,
+            default_factory: Callable[[], Any] | None = None, **constraints: Any) -> Any:
+    """A field of :class:`Settings` with what ``--help`` says about it. ``flag`` and
+    ``env`` only for names kept from before this declaration; otherwise both come
+    from the field's name."""
+    named = {"unit": unit, "metavar": metavar, "flag": flag, "env": env}
+    extra: dict[str, JsonValue] = {k: v for k, v in named.items() if v is not None}
+    if default_factory is not None:
+        return Field(default_factory=default_factory, description=help,
+                     json_schema_extra=extra, **constraints)
+    return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
+class Settings(BaseSettings):
     """Everything a server process is configured with; see ``outlast serve --help``."""
 
-    host: str = "127.0.0.1"
-    port: int = 8765
-    data_dir: Path = Path(".outlast")
-    store_url: str | None = None
-    demo_workspace: Path | None = None
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid",
+                                      allow_inf_nan=False, validate_assignment=True)
+
+    host: str = setting("127.0.0.1", "address to listen on; anything but loopback needs "
+                        "--tokens-file or --insecure", metavar="H", min_length=1)
+    port: int = setting(8765, "TCP port to listen on; 0 picks a free one", metavar="P",
+                        ge=0, le=65535)
+    data_dir: Path = setting(Path(".outlast"), "directory of the embedded SQLite store and "
+                             "the demo workspace", metavar="DIR")
+    store_url: str | None = setting(None, "postgresql://... for several processes on one "
+                                    "database, or sqlite:///PATH; default: SQLite in "
+                                    "--data-dir", metavar="URL", flag="--store",
+                                    env="OUTLAST_STORE")
+    demo_workspace: Path | None = setting(None, "where the demo agent writes effects.log; "
+                                          "default DIR/workspace", metavar="DIR")
+    tokens_file: Path | None = setting(None, "bearer tokens, one principal:token a line; "
+                                       "without it every request is one local principal",
+                                       metavar="FILE")
+    insecure: bool = setting(False, "allow a bind beyond loopback without --tokens-file")
     # Request-option defaults (SPEC §3).
-    on_disconnect: Literal["continue", "cancel"] = "continue"
-    multitask: Literal["reject", "enqueue", "interrupt"] = "reject"
+    on_disconnect: Literal["continue", "cancel"] = setting(
+        "continue", "what a run does when the stream that created it disconnects")
+    multitask: Literal["reject", "enqueue", "interrupt"] = setting(
+        "reject", "what a new run on a busy thread does")
     # Snapshots (G5).
-    snapshot_mode: Literal["boundary", "run_end"] = "boundary"
-    snapshot_min_interval: float = 0.0
-    snapshot_hook: SnapshotHook | None = None
+    snapshot_mode: Literal["boundary", "run_end"] = setting(
+        "boundary", "save thread snapshots at every safe boundary or only at a run's end")
+    snapshot_min_interval: float = setting(0.0, "least time between two boundary snapshots "
+                                           "of a run", unit="seconds", metavar="S", ge=0)
+    snapshot_hook: SnapshotHook | None = setting(
+        None, "a function called with every saved snapshot (to mirror them elsewhere)",
+        metavar="module:function")
     # Leases and crashes (G8).
-    lease_ttl: float = 10.0
-    crash_policy: Literal["resume", "fail"] | None = None  # None: resume if the agent can
-    max_attempts: int = 3
-    max_runs: int = 1000
-    drain_timeout: float = 10.0
+    lease_ttl: float = setting(10.0, "how long a run's lease lasts unrenewed; a dead "
+                               "process's runs are taken over after it", unit="seconds",
+                               metavar="S", gt=0)
+    crash_policy: Literal["resume", "fail"] | None = setting(
+        None, "what happens to a crashed run; default: resume if its agent can")
+    max_attempts: int = setting(3, "attempts a run gets before a crash fails it", ge=1,
+                                metavar="N")
+    max_runs: int = setting(1000, "runs this process executes at once", ge=1, metavar="N")
+    drain_timeout: float = setting(10.0, "on SIGTERM, how long runs get to reach a boundary",
+                                   unit="seconds", metavar="S", ge=0)
     # Retention.
-    idempotency_retention: float = 24 * 3600.0
-    event_retention: float | None = None
+    idempotency_retention: float = setting(24 * 3600.0, "how long an idempotency key is "
+                                           "remembered", unit="seconds", metavar="S", gt=0)
+    event_retention: float | None = setting(None, "remove the events of runs final for "
+                                            "longer than this; default: keep them",
+                                            unit="seconds", metavar="S", gt=0)
     # Limits.
-    max_body_bytes: int = 1 << 20
-    max_messages: int = 1000
-    max_event_bytes: int = 1 << 20
-    max_id_length: int = 200
-    max_header_bytes: int = 16 << 10
-    body_timeout: float = 30.0
-    keepalive: float = 15.0
+    max_body_bytes: int = setting(1 << 20, "largest request body; larger gets 413",
+                                  unit="bytes", metavar="N", ge=1)
+    max_messages: int = setting(1000, "most messages in one run input", metavar="N", ge=1)
+    max_event_bytes: int = setting(1 << 20, "largest event an agent may emit", unit="bytes",
+                                   metavar="N", ge=1)
+    max_id_length: int = setting(200, "longest thread, run or message id", unit="characters",
+                                 metavar="N", ge=1)
+    max_header_bytes: int = setting(16 << 10, "request line plus headers; larger gets 431",
+                                    unit="bytes", metavar="N", ge=1)
+    body_timeout: float = setting(30.0, "time a request body gets to arrive; slower gets 408",
+                                  unit="seconds", metavar="S", gt=0)
+    head_timeout: float = setting(10.0, "time a request line and headers get to arrive, on a "
+                                  "new connection and between requests on a kept-alive "
+                                  "one; slower connections are closed", unit="seconds",
+                                  metavar="S", gt=0)
+    max_connections: int = setting(2000, "open connections (streams included); beyond it "
+                                   "new connections get 503 and are closed", metavar="N",
+                                   ge=1)
+    keepalive: float = setting(15.0, "interval of SSE keepalive comments; a client that "
+                               "stops acknowledging is dropped after it", unit="seconds",
+                               metavar="S", gt=0)
     # Access.
-    tokens_file: Path | None = None
-    insecure: bool = False
-    cors_origins: list[str] = field(default_factory=list)
-    sqlite_synchronous: str = "FULL"
-    extra_agents: list[str] = field(default_factory=list)
+    cors_origins: list[str] = setting(help="a browser origin allowed to call the API "
+                                      "(repeatable); default: none", metavar="ORIGIN",
+                                      default_factory=list, flag="--cors-origin")
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = setting(
+        "FULL", "SQLite's synchronous mode; NORMAL may lose the last commits on power loss")
+    extra_agents: list[str] = setting(help="register another agent (repeatable)",
+                                      metavar="name=module:factory", default_factory=list,
+                                      flag="--agent", env="OUTLAST_AGENTS")
+    log_level: Literal["debug", "info", "warning", "error"] = setting(
+        "info", "level of the outlast loggers")
 
     @property
     def workspace(self) -> Path:
         """Where the demo agent writes ``effects.log``."""
         return self.demo_workspace or self.data_dir / "workspace"
+
+    @field_validator("snapshot_hook", mode="before")
+    @classmethod
+    def _import_hook(cls, value: Any) -> Any:
+        return load_target(value) if isinstance(value, str) else value
+
+    @field_validator("extra_agents")
+    @classmethod
+    def _agent_specs(cls, value: list[str]) -> list[str]:
+        for spec in value:
+            name, _, target = spec.partition("=")
+            module, _, attr = target.partition(":")
+            if not (name and module and attr):
+                raise ValueError(f"expected name=module:factory, got {spec!r}")
+        return value
+
+    @field_validator("sqlite_synchronous", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keywords (and flags), then ``OUTLAST_*`` variables; no dotenv, no secrets dir."""
+        return init_settings, _Environment(settings_cls)
+
+
+class _Environment(PydanticBaseSettingsSource):
+    """``OUTLAST_*`` variables under each option's declared name. Lists are
+    comma-separated; an empty variable counts as unset."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        raw = os.environ.get(option(field_name).env)
+        return raw, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for opt in options():
+            raw = os.environ.get(opt.env, "")
+            if not raw.strip():
+                continue
+            values[opt.name] = [p.strip() for p in raw.split(",") if p.strip()] \
+                if opt.repeatable else raw
+        return values
+
+
+def load_target(spec: str) -> Any:
+    """The object ``module:attr`` names, imported now; ValueError saying why not."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"expected module:attribute, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the module's own code raised while importing
+        raise ValueError(f"importing {module_name!r} failed: "
+                         f"{type(exc).__name__}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one setting appears on the command line and in the environment."""
+
+    name: str
+    flag: str
+    env: str
+    help: str
+    metavar: str | None
+    default: Any
+    unit: str | None
+    choices: tuple[str, ...]
+    bounds: str | None
+    repeatable: bool
+    switch: bool
+
+    def describe(self) -> str:
+        """``--help`` text: meaning, then unit, range, default and variable."""
+        facts = [f for f in (self.unit, self.bounds) if f]
+        if self.default is not None and self.default is not False and self.default != []:
+            facts.append(f"default {_show(self.default)}")
+        facts.append(f"env {self.env}" + (", comma-separated" if self.repeatable else ""))
+        return f"{self.help} ({'; '.join(facts)})"
+
+
+def options() -> list[Option]:
+    """Every setting as a command-line option, in declaration order."""
+    return list(_OPTIONS.values())
+
+
+def option(name: str) -> Option:
+    """The option of the field ``name``."""
+    return _OPTIONS[name]
+
+
+def _option(name: str, field: FieldInfo) -> Option:
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    annotation = _unwrap_optional(field.annotation)
+    choices = tuple(str(c) for c in typing.get_args(annotation)) \
+        if typing.get_origin(annotation) is Literal else ()
+    default = field.get_default(call_default_factory=True)
+    return Option(
+        name=name, flag=str(extra.get("flag") or "--" + name.replace("_", "-")),
+        env=str(extra.get("env") or ENV_PREFIX + name.upper()),
+        help=field.description or "", metavar=_str_or_none(extra.get("metavar")) or
+        ("|".join(choices) if choices else None), default=default,
+        unit=_str_or_none(extra.get("unit")), choices=choices, bounds=_bounds(field),
+        repeatable=typing.get_origin(annotation) is list, switch=annotation is bool)
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _bounds(field: FieldInfo) -> str | None:
+    low = high = None
+    for m in field.metadata:
+        if isinstance(m, annotated_types.Gt):
+            low = f"> {m.gt}"
+        elif isinstance(m, annotated_types.Ge):
+            low = f">= {m.ge}"
+        elif isinstance(m, annotated_types.Le):
+            high = f"<= {m.le}"
+    if low and high and low.startswith(">="):
+        return f"{low[3:]}..{high[3:]}"
+    return " and ".join(b for b in (low, high) if b) or None
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+_OPTIONS: dict[str, Option] = {name: _option(name, f)
+                               for name, f in Settings.model_fields.items()}

@@ -3,53 +3,39 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
-import ipaddress
 import logging
 import socket
 import sys
-from pathlib import Path
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import FrameType
-from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 
 from outlast.agent import Agent
-from outlast.agents.demo import DemoAgent
+from outlast.cli.startup import (
+    StartupError,
+    bind,
+    is_loopback,
+    load_agents,
+    make_data_dir,
+    raise_open_files_limit,
+    store_for,
+    store_problem,
+)
 from outlast.config import Settings
 from outlast.engine.runtime import Engine
 from outlast.errors import OutlastError
 from outlast.http.app import create_app
 from outlast.http.auth import Principals
-from outlast.store import open_store
+from outlast.http.server import guarded_protocol
 
 log = logging.getLogger("outlast")
 
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def load_agents(settings: Settings) -> dict[str, Agent]:
-    """The demo agent plus ``--agent name=module:factory`` entries."""
-    agents: dict[str, Agent] = {"demo": DemoAgent(settings.workspace)}
-    for spec in settings.extra_agents:
-        name, _, target = spec.partition("=")
-        module_name, _, attr = target.partition(":")
-        if not name or not module_name or not attr:
-            raise SystemExit(f"--agent expects name=module:factory, got {spec!r}")
-        factory: Any = getattr(importlib.import_module(module_name), attr)
-        agent = factory(settings) if callable(factory) and not isinstance(factory, Agent) \
-            else factory
-        if not isinstance(agent, Agent):
-            raise SystemExit(f"--agent {name}: {target} did not produce an Agent")
-        agents[name] = agent
-    return agents
+__all__ = ["is_loopback", "load_agents", "serve"]
 
 
 class _Server(uvicorn.Server):
@@ -65,63 +51,101 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
-async def _serve(settings: Settings, principals: Principals) -> None:
-    store = open_store(settings.store_url, settings.data_dir,
-                       sqlite_synchronous=settings.sqlite_synchronous)
-    engine = Engine(settings, store, load_agents(settings))
+@asynccontextmanager
+async def _started(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
+    """The app's lifespan (the engine opens its store there), entered before uvicorn
+    serves: a store that will not open is a startup mistake told in one line, not
+    uvicorn's logged traceback of a failed lifespan."""
+    lifespan = app.router.lifespan_context(app)
+    threads = set(threading.enumerate())
+    try:
+        await lifespan.__aenter__()
+    except Exception as exc:
+        log.debug("startup failed", exc_info=True)
+        await _threads_finished(threads)
+        raise StartupError(store_problem(settings, exc)) from None
+    try:
+        yield
+    finally:
+        await lifespan.__aexit__(None, None, None)
+
+
+async def _threads_finished(before: set[threading.Thread], within: float = 2.0) -> None:
+    """Wait (a little) for threads started since ``before`` to end. aiosqlite stops a
+    connection that failed to open from that connection's thread, which then reports
+    to this loop; were the loop closed by then, that thread would print a traceback."""
+    deadline = time.monotonic() + within
+
+    def running() -> bool:
+        return any(t not in before and t.is_alive() and not t.daemon
+                   and not t.name.startswith("asyncio_")  # the loop's executor: ends later
+                   for t in threading.enumerate())
+
+    while running() and time.monotonic() < deadline:  # noqa: ASYNC110 (threads set no event)
+        await asyncio.sleep(0.01)
+
+
+async def _serve(settings: Settings, principals: Principals, agents: dict[str, Agent],
+                 sock: socket.socket) -> None:
+    engine = Engine(settings, store_for(settings), agents)
     app = create_app(engine, principals)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+    config = uvicorn.Config(app, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=max(1, int(settings.drain_timeout)),
-                            lifespan="on", access_log=False,
+                            # The lifespan runs in _started, around uvicorn.
+                            lifespan="off",
                             # h11 whatever else is installed: httptools buffers a request
                             # head of any size. Headers past our limit get a typed 431 from
-                            # the app; past this cap h11 stops buffering and uvicorn answers 400.
-                            http="h11",
+                            # the app; past this cap h11 stops buffering and uvicorn answers
+                            # 400. The guarded protocol caps connections and head time.
+                            http=guarded_protocol(settings.max_connections,
+                                                  settings.head_timeout),
                             h11_max_incomplete_event_size=2 * settings.max_header_bytes + 4096)
     server = _Server(config)
     server.engine = engine
-    sock = config.bind_socket()
-    # asyncio turns Nagle off only on sockets whose proto is IPPROTO_TCP, which this
-    # one (proto 0) is not: set it here, accepted connections inherit it. Without it a
-    # small write waits for the client's delayed ACK: ~40 ms per keep-alive response.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if hasattr(socket, "TCP_USER_TIMEOUT"):
-        # A client that vanished without closing (a phone losing its network) stops
-        # acknowledging; keepalive writes then fail within the keepalive interval (G1)
-        # instead of after the kernel's minutes of retransmissions. Accepted
-        # connections inherit the option from the listening socket.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
-                        max(1000, int(settings.keepalive * 1000)))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    # uvicorn exposes readiness only as a flag.
-    while not server.started and not task.done():  # noqa: ASYNC110
-        await asyncio.sleep(0.02)
-    if server.started:
-        port = sock.getsockname()[1]
-        host = settings.host if ":" not in settings.host else f"[{settings.host}]"
-        print(f"outlast serving on http://{host}:{port}/", flush=True)
-    await task
+    async with _started(app, settings):
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        # uvicorn exposes readiness only as a flag.
+        while not server.started and not task.done():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+        if server.started:
+            port = sock.getsockname()[1]
+            host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+            print(f"outlast serving on http://{host}:{port}/", flush=True)
+        await task
     if not server.started:
         raise SystemExit(1)
 
 
 def serve(settings: Settings) -> None:
-    """Run the server until SIGTERM/SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
-                        "%(message)s", stream=sys.stderr)
+    """Run the server until SIGTERM/SIGINT; a startup mistake is one line, exit 2."""
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("outlast").setLevel(settings.log_level.upper())
+    try:
+        _prepare_and_serve(settings)
+    except StartupError as exc:
+        print(f"outlast serve: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _prepare_and_serve(settings: Settings) -> None:
     try:
         principals = Principals.from_file(settings.tokens_file)
     except (OSError, ValueError, OutlastError) as exc:
-        print(f"cannot read --tokens-file: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise StartupError(f"cannot read --tokens-file: {exc}") from None
     if not is_loopback(settings.host) and not principals.enabled:
         if not settings.insecure:
-            print(f"refusing to bind to {settings.host}: no --tokens-file is configured, so "
-                  "anyone who can reach this address could read and control every run. "
-                  "Configure tokens, bind to 127.0.0.1, or pass --insecure.", file=sys.stderr)
-            raise SystemExit(2)
+            raise StartupError(
+                f"refusing to bind to {settings.host}: no --tokens-file is configured, so "
+                "anyone who can reach this address could read and control every run. "
+                "Configure tokens, bind to 127.0.0.1, or pass --insecure.")
         log.warning("--insecure: serving %s without authentication; anyone who can reach "
                     "it can read and control every run", settings.host)
-    settings.data_dir = Path(settings.data_dir)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    asyncio.run(_serve(settings, principals))
+    make_data_dir(settings)
+    agents = load_agents(settings)
+    raise_open_files_limit(settings.max_connections)
+    sock = bind(settings)
+    try:
+        asyncio.run(_serve(settings, principals, agents, sock))
+    finally:
+        sock.close()

@@ -9,7 +9,8 @@ from outlast.store.base import Store
 
 
 def open_store(url: str | None, data_dir: Path, *, sqlite_synchronous: str = "FULL") -> Store:
-    """The store for ``--store URL`` (PostgreSQL), else SQLite in ``data_dir``."""
+    """The store for ``url`` (PostgreSQL, or SQLite at a path), else SQLite in ``data_dir``.
+    Raises ValueError for a URL of any other scheme."""
     if url and url.startswith(("postgres://", "postgresql://")):
         try:
             import asyncpg  # noqa: F401
@@ -21,7 +22,8 @@ def open_store(url: str | None, data_dir: Path, *, sqlite_synchronous: str = "FU
     if url and url.startswith("sqlite:///"):
         return _sqlite(Path(url.removeprefix("sqlite:///")), sqlite_synchronous)
     if url:
-        raise ValueError(f"unsupported --store URL {url!r}: use postgresql://... or sqlite:///path")
+        raise ValueError(f"unsupported store URL {url!r}: use postgresql://... or "
+                         "sqlite:///path")
     return _sqlite(data_dir / "outlast.db", sqlite_synchronous)
 
 
