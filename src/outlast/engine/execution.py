@@ -23,6 +23,7 @@ from outlast.protocol.events import RESERVED
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.store.base import FinishWrite, RunRecord, SnapshotWrite
+from outlast.store.notifications import WorkAvailable
 
 if TYPE_CHECKING:
     from outlast.engine.runtime import Engine
@@ -437,7 +438,7 @@ class RunExecution:
                                               self.run.attempts)
         self._settled = True
         # Other processes on a shared store resume it now, not at their next look.
-        await self.engine.store.notify("outlast_work", "")
+        await self.engine.store.notify(WorkAvailable())
 
 
 def _parse_time(value: Any) -> float | None:

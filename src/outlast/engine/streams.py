@@ -21,6 +21,8 @@ PAGE = 1000
 REPLAY_PAGE = 2000  # pages of frames assembled by the database
 FIRST_PAGE = 100  # small, so a client that reattaches mid-log gets its first event sooner
 RETRY_MS = 1000
+# How the database renders a replay page: id: <seq>, data: <event> (SPEC §4).
+SSE_TEMPLATE = ("id: ", "\ndata: ", "\n\n")
 
 
 def frame(seq: int | None, body: str) -> str:
@@ -115,7 +117,8 @@ class RunStream:
                 cached = feed.cached_after(cursor, limit)
                 if cached is None and not self.legacy:
                     # Replay from the log: the database assembles the page's frames.
-                    upto, text = await engine.store.read_frames(rid, cursor, limit)
+                    upto, text = await engine.store.read_frames(rid, cursor, limit,
+                                                              SSE_TEMPLATE)
                     limit = REPLAY_PAGE
                     if text:
                         cursor = upto

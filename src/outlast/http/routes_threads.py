@@ -22,16 +22,6 @@ router = APIRouter()
 STATUSES = ("idle", "busy", "interrupted", "error")
 
 
-def _cursor(value: str | None) -> tuple[float, int] | None:
-    if not value:
-        return None
-    try:
-        updated, tid = value.split("_", 1)
-        return float(updated), int(tid)
-    except ValueError:
-        raise InvalidRequest("cursor is not one this server returned") from None
-
-
 async def _thread(engine: EngineDep, owner: str, thread_id: str) -> ThreadRecord:
     check_id(thread_id, "threadId", engine.settings.max_id_length)
     thread = await engine.store.get_thread(owner, thread_id)
@@ -45,13 +35,12 @@ async def list_threads(
     engine: EngineDep, owner: Owner,
     status: str | None = Query(default=None, pattern="^(idle|busy|interrupted|error)$"),
     limit: int = Query(default=50, ge=1, le=500),
-    cursor: str | None = Query(default=None, max_length=100),
+    cursor: str | None = Query(default=None, max_length=1000),
 ) -> dict[str, Any]:
-    threads = await engine.store.list_threads(owner, status, limit, _cursor(cursor))
-    nxt = None
-    if len(threads) == limit:
-        nxt = f"{threads[-1].updated_at!r}_{threads[-1].tid}"
-    return {"threads": [thread_summary(t) for t in threads], "nextCursor": nxt}
+    # The cursor is opaque and owner-scoped: the store makes and checks it.
+    page = await engine.store.list_threads(owner, status, limit, cursor or None)
+    return {"threads": [thread_summary(t) for t in page.threads],
+            "nextCursor": page.next_cursor}
 
 
 @router.get("/threads/{thread_id}", summary="A thread's snapshot and active run")
