@@ -202,6 +202,25 @@ def test_tokens_file_lines_map_to_principals(world: World) -> None:
     assert {world.ask_thread, world.done_thread} <= listed
 
 
+def test_thread_cursors_are_opaque_and_refused_to_another_principal(world: World) -> None:
+    with world.client(OWNER) as c:
+        first = c.get("/threads", params={"limit": 1}).json()
+        cursor = first["nextCursor"]
+        assert cursor is not None
+        seen = [t["threadId"] for t in first["threads"]]
+        while cursor is not None:
+            page = c.get("/threads", params={"limit": 1, "cursor": cursor}).json()
+            seen += [t["threadId"] for t in page["threads"]]
+            cursor = page["nextCursor"]
+        everything = [t["threadId"] for t in c.get("/threads").json()["threads"]]
+    assert seen == everything  # complete and disjoint
+    before = world.dump("alice"), world.dump("bob")
+    with world.client(OTHER) as c:
+        r = c.get("/threads", params={"cursor": first["nextCursor"]})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    assert (world.dump("alice"), world.dump("bob")) == before
+
+
 def test_an_idempotent_retry_under_another_principal_starts_its_own_run(world: World) -> None:
     alice_before = world.dump("alice")
     body = world.bodies["done"]

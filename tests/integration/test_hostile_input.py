@@ -208,7 +208,7 @@ CASES: list[Case] = [
     Case("threads: limit too large", "GET", "/threads?limit=100000", 422, "invalid_request"),
     Case("threads: unknown status", "GET", "/threads?status=sleepy", 422, "invalid_request"),
     Case("threads: forged cursor", "GET", "/threads?cursor=abc", 422, "invalid_request"),
-    Case("threads: cursor too long", "GET", "/threads?cursor=" + "1" * 101, 422,
+    Case("threads: cursor too long", "GET", "/threads?cursor=" + "1" * 1001, 422,
          "invalid_request"),
     # GET/DELETE /threads/{id}, GET /threads/{id}/runs
     *[Case(f"thread: id {name}", method, f"/threads/{bad}{suffix}", 422, "invalid_request")

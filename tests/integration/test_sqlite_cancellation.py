@@ -32,6 +32,6 @@ async def test_cancelled_reads_and_writes_leave_every_connection_usable(tmp_path
         assert failures == []
         # Both the writer and the reader still work afterwards.
         await store.prune(0.0, None)
-        assert await store.list_threads("owner", None, 10, None) == []
+        assert (await store.list_threads("owner", None, 10, None)).threads == []
     finally:
         await store.close()

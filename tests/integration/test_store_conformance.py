@@ -10,6 +10,7 @@ race use both, so on PostgreSQL the database alone has to keep the rules.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 import time
@@ -24,6 +25,7 @@ from outlast.errors import (
     IdempotencyConflict,
     InterruptExpired,
     InterruptNotPending,
+    InvalidRequest,
     LeaseLost,
     ResumeIncomplete,
     RunAlreadyActive,
@@ -39,8 +41,16 @@ from outlast.store.base import (
     RunWrite,
     SnapshotWrite,
     Strategy,
+    ThreadPage,
+)
+from outlast.store.notifications import (
+    CancelRequested,
+    EventsCommitted,
+    Notification,
+    WorkAvailable,
 )
 from outlast.store.postgres import PostgresStore
+from outlast.store.sql import migrations
 from outlast.store.sqlite import SQLiteStore
 from outlast.store.sqlstore import SqlStore
 
@@ -284,6 +294,10 @@ async def test_pending_interrupts_are_answered_exactly_once(store: SqlStore) -> 
     assert answered["i-a"].answered_by == OWNER
     assert answered["i-a"].continuation_rid == cont.run.rid
     assert await store.interrupts(tid=run.tid, pending=True) == []
+    # Without the flag: every interrupt of the thread, answered ones included.
+    everything = await store.interrupts(tid=run.tid)
+    assert [(i.id, i.status) for i in everything] == [("i-b", "cancelled"),
+                                                       ("i-a", "resolved")]
 
     # Single use: a second answer (another request) finds nothing pending.
     with pytest.raises(InterruptNotPending):
@@ -482,12 +496,19 @@ async def test_frames_pages_are_the_events_encoded_in_order(store: SqlStore) -> 
     run = await admit_running(store)
     await append(store, run, 25)
     events = await store.read_events(run.rid, 0, 100)
+    template = ("id: ", "\ndata: ", "\n\n")
     expected = "".join(f"id: {e.seq}\ndata: {e.body}\n\n" for e in events)
-    pages = [await store.read_frames(run.rid, after, 10) for after in (0, 10, 20)]
+    pages = [await store.read_frames(run.rid, after, 10, template) for after in (0, 10, 20)]
     assert [upto for upto, _ in pages] == [10, 20, 25]
     assert "".join(text for _, text in pages) == expected
-    assert await store.read_frames(run.rid, 25, 10) == (25, "")
-    assert await store.read_frames(run.rid + 1000, 0, 10) == (0, "")
+    assert await store.read_frames(run.rid, 25, 10, template) == (25, "")
+    assert await store.read_frames(run.rid + 1000, 0, 10, template) == (0, "")
+    # The caller's template, not the store, decides the format; its parts are data
+    # (parameters), never SQL.
+    odd = ("<'", "|%s|\\", "';--\n")
+    upto, text = await store.read_frames(run.rid, 20, 3, odd)
+    assert upto == 23
+    assert text == "".join(f"<'{e.seq}|%s|\\{e.body}';--\n" for e in events[20:23])
 
 
 async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
@@ -631,18 +652,65 @@ async def test_threads_list_newest_first_by_status_and_page(store: SqlStore) -> 
     await store.admit(request("other", "x1", owner="bob"))
     [r0] = await store.claim_queued("A", TTL, 1)
     await finish(store, r0)  # t0 idle, touched last
-    listed = await store.list_threads(OWNER, None, 10, None)
+    listed = (await store.list_threads(OWNER, None, 10, None)).threads
     assert [t.id for t in listed] == ["t0", "t4", "t3", "t2", "t1"]
-    assert [t.id for t in await store.list_threads(OWNER, "busy", 10, None)] == \
+    assert [t.id for t in (await store.list_threads(OWNER, "busy", 10, None)).threads] == \
         ["t4", "t3", "t2", "t1"]
-    assert [t.id for t in await store.list_threads(OWNER, "idle", 10, None)] == ["t0"]
-    assert await store.list_threads(OWNER, "error", 10, None) == []
+    assert [t.id for t in (await store.list_threads(OWNER, "idle", 10, None)).threads] == \
+        ["t0"]
+    assert await store.list_threads(OWNER, "error", 10, None) == ThreadPage([], None)
     page1 = await store.list_threads(OWNER, None, 2, None)
-    cursor = (page1[-1].updated_at, page1[-1].tid)
-    page2 = await store.list_threads(OWNER, None, 2, cursor)
-    cursor = (page2[-1].updated_at, page2[-1].tid)
-    page3 = await store.list_threads(OWNER, None, 2, cursor)
-    assert [t.id for t in page1 + page2 + page3] == ["t0", "t4", "t3", "t2", "t1"]
+    page2 = await store.list_threads(OWNER, None, 2, page1.next_cursor)
+    page3 = await store.list_threads(OWNER, None, 2, page2.next_cursor)
+    assert [t.id for t in page1.threads + page2.threads + page3.threads] == \
+        ["t0", "t4", "t3", "t2", "t1"]
+    assert page3.next_cursor is None  # the last page says so
+
+
+async def test_thread_pages_are_complete_and_disjoint_with_equal_times(
+        store: SqlStore) -> None:
+    now = time.time() - 100
+    for i in range(7):  # one instant for all: the thread id breaks the ties
+        await store.admit(request(f"t{i}", f"r{i}", now=now))
+    for i in range(3):
+        await store.admit(request(f"b{i}", f"x{i}", owner="bob", now=now + 1))
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = await store.list_threads(OWNER, None, 3, cursor)
+        assert len(page.threads) <= 3
+        seen += [t.id for t in page.threads]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert sorted(seen) == [f"t{i}" for i in range(7)] and len(seen) == 7
+    assert seen == sorted(seen, reverse=True)
+
+
+async def test_thread_cursors_are_opaque_and_owner_scoped(store: SqlStore) -> None:
+    for i in range(3):
+        await store.admit(request(f"t{i}", f"r{i}"))
+        await store.admit(request(f"b{i}", f"x{i}", owner="bob"))
+    alice = await store.list_threads(OWNER, None, 1, None)
+    bob = await store.list_threads("bob", None, 1, None)
+    assert alice.next_cursor is not None and bob.next_cursor is not None
+    # Nothing internal in it: no tid, only the owner's own thread id and time.
+    decoded = json.loads(base64.urlsafe_b64decode(alice.next_cursor + "=="))
+    assert decoded[:2] == [alice.threads[0].updated_at, alice.threads[0].id]
+    assert len(decoded) == 3 and isinstance(decoded[2], str)  # and an owner tag
+    # Another owner's cursor is refused, never a view of that owner's threads.
+    with pytest.raises(InvalidRequest):
+        await store.list_threads("bob", None, 10, alice.next_cursor)
+    with pytest.raises(InvalidRequest):
+        await store.list_threads(OWNER, None, 10, bob.next_cursor)
+    forged = base64.urlsafe_b64encode(json.dumps(
+        [alice.threads[0].updated_at, alice.threads[0].id, "0" * 16]).encode()).decode()
+    for garbage in ("abc", "!!!!", "", "e30", forged, alice.next_cursor[:-2],
+                    base64.urlsafe_b64encode(b"[1e999, \"t1\", \"x\"]").decode()):
+        with pytest.raises(InvalidRequest):
+            await store.list_threads(OWNER, None, 10, garbage or "=")
+    rest = await store.list_threads(OWNER, None, 10, alice.next_cursor)
+    assert [t.id for t in alice.threads + rest.threads] == ["t2", "t1", "t0"]
 
 
 async def test_runs_list_newest_first_and_page(store: SqlStore) -> None:
@@ -677,15 +745,17 @@ async def test_prune_forgets_old_keys_and_old_events(store: SqlStore) -> None:
 
 async def test_notifications_reach_every_handle(store: SqlStore, peer: SqlStore) -> None:
     await store.ping()
-    got: dict[str, list[tuple[str, str]]] = {"store": [], "peer": []}
+    got: dict[str, list[Notification]] = {"store": [], "peer": []}
     arrived = asyncio.Event()
+    sent: list[Notification] = [EventsCommitted(7, 3, False), CancelRequested(7),
+                                EventsCommitted(7, 9, True), WorkAvailable()]
 
-    def on_store(channel: str, payload: str) -> None:
-        got["store"].append((channel, payload))
+    def on_store(n: Notification) -> None:
+        got["store"].append(n)
 
-    async def on_peer(channel: str, payload: str) -> None:
-        got["peer"].append((channel, payload))
-        if len(got["peer"]) >= 2:
+    async def on_peer(n: Notification) -> None:
+        got["peer"].append(n)
+        if len(got["peer"]) >= len(sent):
             arrived.set()
 
     store.add_listener(on_store)
@@ -693,15 +763,15 @@ async def test_notifications_reach_every_handle(store: SqlStore, peer: SqlStore)
         peer.add_listener(on_peer)
     else:
         store.add_listener(on_peer)
-    await store.notify("outlast_events", "7:3:0")
-    await store.notify("outlast_cancel", "7")
+    for n in sent:
+        await store.notify(n)
     await asyncio.wait_for(arrived.wait(), 5)
-    assert got["peer"][:2] == [("outlast_events", "7:3:0"), ("outlast_cancel", "7")]
+    assert got["peer"][:len(sent)] == sent
     for _ in range(100):
-        if len(got["store"]) >= 2:
+        if len(got["store"]) >= len(sent):
             break
         await asyncio.sleep(0.02)
-    assert got["store"][:2] == [("outlast_events", "7:3:0"), ("outlast_cancel", "7")]
+    assert got["store"][:len(sent)] == sent
 
 
 # -- PostgreSQL only: the LISTEN connection that carries hints between processes ----
@@ -714,19 +784,19 @@ async def test_postgres_listener_reconnects_after_its_connection_drops(pg_url: s
     store = PostgresStore(pg_url, min_size=1, max_size=4)
     await store.open()
     admin = await asyncpg.connect(pg_url)
-    got: list[tuple[str, str]] = []
-    store.add_listener(lambda channel, payload: got.append((channel, payload)))
+    got: list[Notification] = []
+    store.add_listener(got.append)
     terminate = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                  "WHERE application_name = 'outlast-listen' AND datname = current_database()")
     try:
         assert await admin.fetchval(terminate) == 1
         deadline = time.monotonic() + 10
-        while ("outlast_cancel", "42") not in got:
+        while CancelRequested(42) not in got:
             assert time.monotonic() < deadline, got
-            await store.notify("outlast_cancel", "42")
+            await store.notify(CancelRequested(42))
             await asyncio.sleep(0.2)
         # Hints sent while it was away are lost: it wakes the scheduler instead.
-        assert ("outlast_work", "") in got
+        assert WorkAvailable() in got
         assert await admin.fetchval(terminate) == 1  # listening again, on a new connection
     finally:
         await admin.close()
@@ -749,7 +819,7 @@ async def test_postgres_processes_starting_at_once_migrate_once(pg_cluster: Any)
                         await con.fetch("SELECT version FROM schema_migrations")]
         finally:
             await con.close()
-        assert versions == [1]
+        assert sorted(versions) == [v for v, _ in migrations("postgres")]
         for s in stores:
             await s.ping()
     finally:

@@ -28,6 +28,7 @@ from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.verify import MODELS, ProtocolViolation, check_order, check_schema
 from outlast.store.base import EffectRecord, FinishWrite, RunRecord, SnapshotWrite, Store
+from outlast.store.notifications import WorkAvailable
 
 log = logging.getLogger("outlast.run")
 
@@ -504,7 +505,7 @@ class RunExecution:
                                               self.run.attempts)
         self._settled = True
         # Other processes on a shared store resume it now, not at their next look.
-        await self.services.store.notify("outlast_work", "")
+        await self.services.store.notify(WorkAvailable())
 
 
 def _parse_time(value: Any) -> float | None:

@@ -50,6 +50,12 @@ from outlast.store.base import (
     ThreadRecord,
     ThreadView,
 )
+from outlast.store.notifications import (
+    CancelRequested,
+    EventsCommitted,
+    Notification,
+    WorkAvailable,
+)
 
 log = logging.getLogger("outlast.engine")
 
@@ -124,7 +130,7 @@ class Engine:
         await self.store.open()
         self.store.add_listener(self._on_notify)
         self.writer.start()
-        if getattr(self.store, "exclusive", False):
+        if self.store.exclusive:
             # The data-directory lock proves any other lease holder dead (G8):
             # take its runs now instead of waiting for the TTL.
             for run in await self.store.claim_expired(self.instance, self.settings.lease_ttl,
@@ -220,7 +226,7 @@ class Engine:
             for old in result.superseded:
                 await self._stop_run(old)
             self.wake()
-            await self.store.notify("outlast_work", "")
+            await self.store.notify(WorkAvailable())
         else:
             self.metrics.attached.inc()
         return result
@@ -281,7 +287,7 @@ class Engine:
             ]
             if await self.store.cancel_queued(run.rid, events, outcome):
                 self.hub.publish(run.rid, [], 2, True)
-                await self.store.notify("outlast_events", f"{run.rid}:2:1")
+                await self.store.notify(EventsCommitted(run.rid, 2, True))
                 self.metrics.finished.labels("cancelled").inc()
                 return
         ex = self.executions.get(run.rid)
@@ -289,7 +295,7 @@ class Engine:
             ex.stop("cancel")
         else:
             # G6 across processes: the lease holder hears this within milliseconds.
-            await self.store.notify("outlast_cancel", str(run.rid))
+            await self.store.notify(CancelRequested(run.rid))
 
     # -- execution --------------------------------------------------------
     def wake(self) -> None:
@@ -388,25 +394,24 @@ class Engine:
     def _committed(self, write: RunWrite) -> None:
         # Counted per commit, not per event: a locked counter per event costs a busy run ~5 %.
         self.metrics.events.inc(len(write.events))
-        if getattr(self.store, "exclusive", False):
+        if self.store.exclusive:
             return  # one process per store: the writer already published in-process
         if write.events or write.finish is not None:
             last = write.events[-1][0] if write.events else write.prev_seq
             task = asyncio.ensure_future(self.store.notify(
-                "outlast_events", f"{write.rid}:{last}:{1 if write.finish else 0}"))
+                EventsCommitted(write.rid, last, write.finish is not None)))
             self._notifications.add(task)
             task.add_done_callback(self._notifications.discard)
 
-    async def _on_notify(self, channel: str, payload: str) -> None:
-        if channel == "outlast_events":
-            rid, last, final = (int(x) for x in payload.split(":"))
-            if rid not in self.executions:
-                self.hub.hint(rid, last, bool(final))
-        elif channel == "outlast_cancel":
-            ex = self.executions.get(int(payload))
+    async def _on_notify(self, n: Notification) -> None:
+        if isinstance(n, EventsCommitted):
+            if n.rid not in self.executions:
+                self.hub.hint(n.rid, n.last_seq, n.final)
+        elif isinstance(n, CancelRequested):
+            ex = self.executions.get(n.rid)
             if ex is not None:
                 ex.stop("cancel")
-        elif channel == "outlast_work":
+        elif isinstance(n, WorkAvailable):
             self.wake()
 
     def _schedule_snapshot_hook(self, snapshot: dict[str, Any]) -> None:
@@ -457,8 +462,7 @@ class Engine:
                          template: tuple[str, str, str]) -> tuple[int, str]:
         """A page of the run's log as frames assembled by the database, spelled by
         ``template`` (prefix, separator, suffix), with the page's last seq."""
-        del template  # the store spells the same template until it takes one
-        return await self.store.read_frames(run.rid, after, limit)
+        return await self.store.read_frames(run.rid, after, limit, template)
 
     async def last_boundary(self, run: RunRecord, upto: int) -> int:
         """The run's latest safe boundary at or before ``upto`` (0 if none)."""
@@ -486,17 +490,11 @@ class Engine:
 
     async def threads(self, owner: str, status: str | None, limit: int,
                       cursor: str | None) -> tuple[list[ThreadRecord], str | None]:
-        """A page of the owner's threads, newest first, and the cursor of the next."""
-        before = None
-        if cursor:
-            try:
-                updated, tid = cursor.split("_", 1)
-                before = float(updated), int(tid)
-            except ValueError:
-                raise InvalidRequest("cursor is not one this server returned") from None
-        threads = await self.store.list_threads(owner, status, limit, before)
-        more = len(threads) == limit
-        return threads, f"{threads[-1].updated_at!r}_{threads[-1].tid}" if more else None
+        """A page of the owner's threads, newest first, and the cursor of the next.
+
+        The cursor is opaque and owner-scoped: the store makes and checks it."""
+        page = await self.store.list_threads(owner, status, limit, cursor or None)
+        return page.threads, page.next_cursor
 
     async def thread_runs(self, owner: str, thread_id: str, limit: int,
                           before: str | None) -> list[RunRecord]:

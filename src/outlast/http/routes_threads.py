@@ -25,7 +25,7 @@ async def list_threads(
     engine: EngineDep, owner: Owner,
     status: str | None = Query(default=None, pattern="^(idle|busy|interrupted|error)$"),
     limit: int = Query(default=50, ge=1, le=500),
-    cursor: str | None = Query(default=None, max_length=100),
+    cursor: str | None = Query(default=None, max_length=1000),
 ) -> dict[str, Any]:
     threads, nxt = await engine.threads(owner, status, limit, cursor)
     return {"threads": [thread_summary(t) for t in threads], "nextCursor": nxt}

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-RunStatus = Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"]
-ACTIVE = ("queued", "running")
+from outlast.store.notifications import Notification
+
 FINAL = ("interrupted", "succeeded", "failed", "cancelled")
 Strategy = Literal["reject", "enqueue", "interrupt"]
 
@@ -71,10 +71,6 @@ class RunRecord:
     lease_owner: str | None
     lease_expires_at: float | None
     cancel_requested: bool
-
-    @property
-    def active(self) -> bool:
-        return self.status in ACTIVE
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
@@ -248,13 +244,27 @@ class EffectRecord:
     result: Any
 
 
-Listener = Callable[[str, str], Awaitable[None] | None]
+@dataclass(frozen=True)
+class ThreadPage:
+    """One page of an owner's threads, and the opaque cursor of the next (None at the end)."""
+
+    threads: list[ThreadRecord]
+    next_cursor: str | None
+
+
+Listener = Callable[[Notification], Awaitable[None] | None]
 
 
 class Store(ABC):
     """Persistence for threads, runs, events, snapshots, interrupts and effects."""
 
-    dialect: str
+    @property
+    @abstractmethod
+    def exclusive(self) -> bool:
+        """True when holding this store open proves no other process uses it (SQLite's
+        data-directory lock): runs leased by a predecessor are taken over at once and
+        notifications stay in-process. False when processes share it (PostgreSQL):
+        foreign leases are taken over only after their TTL (G8)."""
 
     @abstractmethod
     async def open(self) -> None:
@@ -280,9 +290,10 @@ class Store(ABC):
 
     @abstractmethod
     async def list_threads(
-        self, owner: str, status: str | None, limit: int, before: tuple[float, int] | None
-    ) -> list[ThreadRecord]:
-        """The owner's threads, newest first."""
+        self, owner: str, status: str | None, limit: int, cursor: str | None
+    ) -> ThreadPage:
+        """A page of the owner's threads, newest first, after ``cursor`` (a
+        ``next_cursor`` this store returned to the same owner; InvalidRequest if not)."""
 
     @abstractmethod
     async def get_snapshot(self, tid: int) -> Snapshot:
@@ -318,9 +329,13 @@ class Store(ABC):
         """A page of a run's log, after ``after``."""
 
     @abstractmethod
-    async def read_frames(self, rid: int, after: int, limit: int) -> tuple[int, str]:
-        """A page of a run's log as ready SSE frames (``id:``/``data:``), with the last
-        seq in it (``after`` when the page is empty)."""
+    async def read_frames(
+        self, rid: int, after: int, limit: int, template: tuple[str, str, str]
+    ) -> tuple[int, str]:
+        """A page of a run's log rendered by the database, each event as
+        ``template[0] + str(seq) + template[1] + body + template[2]``, concatenated;
+        with the last seq in it (``after`` when the page is empty). The caller owns
+        the format: the store knows nothing of the wire it is for."""
 
     @abstractmethod
     async def last_boundary(self, rid: int, upto: int) -> int:
@@ -330,7 +345,8 @@ class Store(ABC):
     async def interrupts(
         self, *, tid: int | None = None, rid: int | None = None, pending: bool = False
     ) -> list[InterruptRecord]:
-        """Interrupts of a thread (``pending`` only, optionally) or raised by a run."""
+        """Interrupts of a thread or raised by a run, in the order raised; only the
+        pending ones with ``pending``."""
 
     @abstractmethod
     async def resolved_by(self, rid: int) -> list[InterruptRecord]:
@@ -397,8 +413,8 @@ class Store(ABC):
     # -- notifications (hints; the log stays the source of truth) ---------
     @abstractmethod
     def add_listener(self, listener: Listener) -> None:
-        """Call ``listener(channel, payload)`` for every notification, any process."""
+        """Call ``listener(notification)`` for every notification, from any process."""
 
     @abstractmethod
-    async def notify(self, channel: str, payload: str) -> None:
+    async def notify(self, notification: Notification) -> None:
         """Send a hint to every listener of every process sharing this store."""

@@ -25,14 +25,14 @@ from outlast.store.base import (
     RunRecord,
     RunWrite,
 )
-from outlast.store.sql import load_queries, migrations
+from outlast.store.notifications import CHANNELS, Notification, WorkAvailable, decode, encode
+from outlast.store.sql import Query
 from outlast.store.sqlstore import Row, SqlStore, UniqueViolation
 
 log = logging.getLogger("outlast.store.postgres")
 
 T = TypeVar("T")
 
-CHANNELS = ("outlast_events", "outlast_cancel", "outlast_work")
 # pg_advisory_lock key that serializes migrations of processes starting at once.
 MIGRATION_LOCK = 0x6F75746C617374
 DEADLOCK_RETRIES = 5
@@ -43,9 +43,9 @@ LISTEN_APPLICATION = "outlast-listen"  # how the LISTEN connection shows in pg_s
 class _Conn:
     """Named-query adapter over one asyncpg connection inside a transaction."""
 
-    def __init__(self, con: asyncpg.Connection) -> None:
+    def __init__(self, con: asyncpg.Connection, queries: Mapping[str, Query]) -> None:
         self._con = con
-        self._q = load_queries("postgres")
+        self._q = queries
 
     def _args(self, name: str, params: Mapping[str, Any]) -> list[Any]:
         return [params.get(k) for k in self._q[name].params]
@@ -68,14 +68,19 @@ class _Conn:
             await self._con.executemany(self._q[name].sql,
                                         [self._args(name, r) for r in rows])
 
+    async def script(self, sql: str) -> None:
+        # No arguments: the simple protocol, which runs several statements at once.
+        await self._con.execute(sql)
+
 
 class PostgresStore(SqlStore):
     """Store over one PostgreSQL database shared by any number of ``outlast serve`` processes."""
 
-    dialect = "postgres"
-
     def __init__(self, url: str, *, min_size: int = 2, max_size: int = 20) -> None:
-        super().__init__()
+        super().__init__("postgres")
+        if max_size < 2:
+            # Migrating holds one connection for the lock and writes on another.
+            raise ValueError("a PostgreSQL store needs a pool of at least 2 connections")
         self.url = url
         self._min_size = min_size
         self._max_size = max_size
@@ -83,7 +88,7 @@ class PostgresStore(SqlStore):
         self._closing = False
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
-        self._inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._inbox: asyncio.Queue[Notification] = asyncio.Queue()
         self._dispatcher: asyncio.Task[None] | None = None
         self._outbox: list[tuple[str, str, asyncio.Future[None]]] = []
         self._sender: asyncio.Task[None] | None = None
@@ -112,25 +117,15 @@ class PostgresStore(SqlStore):
             await self.close()
             raise ConnectionError("could not LISTEN on the PostgreSQL store")
 
-    async def _migrate(self) -> None:
-        # An advisory lock, so several processes starting at once apply each
-        # migration exactly once.
+    @asynccontextmanager
+    async def _migration_lock(self) -> AsyncIterator[None]:
+        # A session-level advisory lock on a connection of its own: the migrations
+        # run in ordinary write transactions while it is held.
         assert self._pool is not None
         async with self._pool.acquire() as con:
             await con.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
             try:
-                await con.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-                    "applied_at DOUBLE PRECISION NOT NULL DEFAULT extract(epoch FROM now()))")
-                current = await con.fetchval(
-                    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-                for version, script in migrations("postgres"):
-                    if version <= current:
-                        continue
-                    async with con.transaction():
-                        await con.execute(script)
-                        await con.execute(
-                            "INSERT INTO schema_migrations (version) VALUES ($1)", version)
+                yield
             finally:
                 await con.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
 
@@ -161,7 +156,7 @@ class PostgresStore(SqlStore):
         async with self._pool.acquire() as con:
             try:
                 async with con.transaction():
-                    yield _Conn(con)
+                    yield _Conn(con, self._queries)
             except asyncpg.UniqueViolationError as exc:
                 raise UniqueViolation(str(exc)) from exc
 
@@ -172,7 +167,7 @@ class PostgresStore(SqlStore):
                 con.transaction(isolation="repeatable_read", readonly=True):
             # One snapshot for every statement: a snapshot's messages and its
             # coordinate agree (G5).
-            yield _Conn(con)
+            yield _Conn(con, self._queries)
 
     async def _retrying(self, op: Callable[[], Awaitable[T]]) -> T:
         """Re-run a whole transaction PostgreSQL aborted to break a lock cycle."""
@@ -203,9 +198,10 @@ class PostgresStore(SqlStore):
         return await self._retrying(lambda: SqlStore.cancel_queued(self, rid, events, outcome))
 
     # -- notifications ----------------------------------------------------
-    async def notify(self, channel: str, payload: str) -> None:
+    async def notify(self, notification: Notification) -> None:
         """``pg_notify`` to every process; hints sent together go in one round trip."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        channel, payload = encode(notification)
         self._outbox.append((channel, payload, fut))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send_notifications(),
@@ -230,16 +226,18 @@ class PostgresStore(SqlStore):
                     fut.set_result(None)
 
     def _on_notification(self, _con: Any, _pid: int, channel: str, payload: str) -> None:
-        self._inbox.put_nowait((channel, payload))
+        notification = decode(channel, payload)  # garbage is logged and dropped there
+        if notification is not None:
+            self._inbox.put_nowait(notification)
 
     async def _dispatch_loop(self) -> None:
         # One consumer: hints reach the engine in the order the database sent them.
         while True:
-            channel, payload = await self._inbox.get()
+            notification = await self._inbox.get()
             try:
-                await self._dispatch(channel, payload)
+                await self._dispatch(notification)
             except Exception:
-                log.exception("handling notification %s failed", channel)
+                log.exception("handling notification %s failed", notification)
 
     async def _listen_loop(self) -> None:
         """Keep one connection LISTENing; reconnect when it drops."""
@@ -260,7 +258,7 @@ class PostgresStore(SqlStore):
                     # Hints sent while we were away are gone: wake the scheduler;
                     # streams re-read the log on their own.
                     log.warning("LISTEN connection restored")
-                    self._inbox.put_nowait(("outlast_work", ""))
+                    self._inbox.put_nowait(WorkAvailable())
                 first = False
                 while not lost.is_set():
                     with contextlib.suppress(TimeoutError):

@@ -19,7 +19,8 @@ import aiosqlite
 import anyio
 
 from outlast.errors import OutlastError
-from outlast.store.sql import load_queries, migrations
+from outlast.store.notifications import Notification
+from outlast.store.sql import Query
 from outlast.store.sqlstore import Row, SqlStore, UniqueViolation
 
 
@@ -42,9 +43,9 @@ async def _settle(db: aiosqlite.Connection) -> None:
 class _Conn:
     """Named-query adapter over one aiosqlite connection."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: aiosqlite.Connection, queries: Mapping[str, Query]) -> None:
         self._db = db
-        self._q = load_queries("sqlite")
+        self._q = queries
 
     def _params(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
         return {k: params.get(k) for k in self._q[name].params}
@@ -72,14 +73,25 @@ class _Conn:
             return
         await self._db.executemany(query.sql, [self._params(name, r) for r in rows])
 
+    async def script(self, sql: str) -> None:
+        # Statement by statement inside the caller's transaction (executescript would
+        # commit it first); complete_statement knows where a trigger's body ends.
+        pending = ""
+        for line in sql.splitlines(keepends=True):
+            pending += line
+            if sqlite3.complete_statement(pending):
+                await self._db.execute(pending)
+                pending = ""
+        if pending.strip() and any(not ln.strip().startswith("--")
+                                   for ln in pending.splitlines() if ln.strip()):
+            raise ValueError(f"incomplete SQL statement at the end of a script: {pending!r}")
+
 
 class SQLiteStore(SqlStore):
     """Store over a SQLite file; one writer connection, a few readers."""
 
-    dialect = "sqlite"
-
     def __init__(self, path: str | Path, *, synchronous: str = "FULL", readers: int = 3) -> None:
-        super().__init__()
+        super().__init__("sqlite")
         self.path = Path(path)
         self.synchronous = synchronous
         self._n_readers = readers
@@ -119,27 +131,16 @@ class SQLiteStore(SqlStore):
     async def open(self) -> None:
         self._take_dir_lock()
         self._writer = await self._connect()
-        await self._migrate(self._writer)
+        await self._migrate()
         for _ in range(self._n_readers):
             reader = await self._connect()
             self._all_readers.append(reader)
             self._readers.put_nowait(reader)
 
-    async def _migrate(self, db: aiosqlite.Connection) -> None:
-        await db.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-            "applied_at REAL NOT NULL DEFAULT (julianday('now')))"
-        )
-        async with db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cur:
-            row = await cur.fetchone()
-        current = int(row[0]) if row else 0
-        for version, script in migrations("sqlite"):
-            if version <= current:
-                continue
-            await db.executescript(
-                f"BEGIN IMMEDIATE;\n{script}\n"
-                f"INSERT INTO schema_migrations (version) VALUES ({version});\nCOMMIT;"
-            )
+    @asynccontextmanager
+    async def _migration_lock(self) -> AsyncIterator[None]:
+        # The data-directory lock, taken in open(), already keeps every other process out.
+        yield
 
     async def close(self) -> None:
         for db in self._all_readers:
@@ -167,7 +168,7 @@ class SQLiteStore(SqlStore):
                 # Inside the try: a caller cancelled while its BEGIN waits in the
                 # connection's queue still settles what that BEGIN starts.
                 await db.execute("BEGIN IMMEDIATE")
-                yield _Conn(db)
+                yield _Conn(db, self._queries)
             except sqlite3.IntegrityError as exc:
                 await _settle(db)
                 raise UniqueViolation(str(exc)) from exc
@@ -190,12 +191,12 @@ class SQLiteStore(SqlStore):
                 await _settle(db)
             try:
                 await db.execute("BEGIN")  # inside the try, as in _write
-                yield _Conn(db)
+                yield _Conn(db, self._queries)
             finally:
                 await _settle(db)
         finally:
             self._readers.put_nowait(db)
 
-    async def notify(self, channel: str, payload: str) -> None:
+    async def notify(self, notification: Notification) -> None:
         # One process per file (the directory lock): in-process delivery is all.
-        await self._dispatch(channel, payload)
+        await self._dispatch(notification)

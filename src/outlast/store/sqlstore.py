@@ -1,7 +1,9 @@
 """Store logic shared by the SQL backends, written once over named queries.
 
 A backend supplies connections (``_write()``, ``_read()``) whose methods take
-a query name and keyword parameters; the same names exist in every dialect.
+a query name and keyword parameters (the same names exist in every dialect,
+see ``sql/``), and a lock that serializes migrations; the migration runner,
+like everything else here, is shared.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -37,9 +39,13 @@ from outlast.store.base import (
     Snapshot,
     Store,
     StoredEvent,
+    ThreadPage,
     ThreadRecord,
     ThreadView,
 )
+from outlast.store.cursors import decode_thread_cursor, encode_thread_cursor
+from outlast.store.notifications import Notification
+from outlast.store.sql import Query, load_queries, migrations
 
 Row = Mapping[str, Any]
 
@@ -51,6 +57,7 @@ class Conn(Protocol):
     async def all(self, name: str, **params: Any) -> list[Row]: ...
     async def run(self, name: str, **params: Any) -> int: ...
     async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+    async def script(self, sql: str) -> None: ...
 
 
 class UniqueViolation(Exception):
@@ -60,8 +67,12 @@ class UniqueViolation(Exception):
 class SqlStore(Store):
     """The Store interface implemented over a backend's named-query connections."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: str) -> None:
         self._listeners: list[Listener] = []
+        # Loaded (and checked against the other dialects) now: a missing query
+        # fails at startup, not on first use.
+        self._queries: dict[str, Query] = load_queries(dialect)
+        self._migrations = migrations(dialect)
 
     @abstractmethod
     def _write(self) -> AbstractAsyncContextManager[Conn]:
@@ -70,6 +81,24 @@ class SqlStore(Store):
     @abstractmethod
     def _read(self) -> AbstractAsyncContextManager[Conn]:
         """A read-only connection."""
+
+    @abstractmethod
+    def _migration_lock(self) -> AbstractAsyncContextManager[None]:
+        """Held while migrating, so processes starting at once apply each migration once."""
+
+    async def _migrate(self) -> None:
+        """Apply the dialect's pending migrations, each in its own write transaction."""
+        async with self._migration_lock():
+            async with self._write() as c:
+                await c.run("schema_migrations_create")
+                row = await c.one("schema_version_get")
+            current = 0 if row is None else int(row["version"])
+            for version, script in self._migrations:
+                if version <= current:
+                    continue
+                async with self._write() as c:
+                    await c.script(script)
+                    await c.run("schema_version_insert", version=version, now=time.time())
 
     # -- admission -------------------------------------------------------
     async def admit(self, req: AdmitRequest) -> AdmitResult:
@@ -179,15 +208,21 @@ class SqlStore(Store):
         return None if row is None else ThreadRecord.from_row(row)
 
     async def list_threads(
-        self, owner: str, status: str | None, limit: int, before: tuple[float, int] | None
-    ) -> list[ThreadRecord]:
+        self, owner: str, status: str | None, limit: int, cursor: str | None
+    ) -> ThreadPage:
+        before = None if cursor is None else decode_thread_cursor(owner, cursor)
         async with self._read() as c:
+            # One row more than the page: a next cursor only when there is a next page.
             rows = await c.all(
-                "thread_list", owner=owner, status=status, limit=limit,
+                "thread_list", owner=owner, status=status, limit=limit + 1,
                 before_updated=None if before is None else before[0],
-                before_tid=None if before is None else before[1],
+                before_id=None if before is None else before[1],
             )
-        return [ThreadRecord.from_row(r) for r in rows]
+        threads = [ThreadRecord.from_row(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        last = threads[-1] if threads else None
+        return ThreadPage(threads, encode_thread_cursor(owner, last.updated_at, last.id)
+                          if more and last is not None else None)
 
     async def get_snapshot(self, tid: int) -> Snapshot:
         async with self._read() as c:
@@ -258,12 +293,16 @@ class SqlStore(Store):
             rows = await c.all("events_after", rid=rid, after=after, limit=limit)
         return [StoredEvent(r["seq"], bool(r["boundary"]), r["body"]) for r in rows]
 
-    async def read_frames(self, rid: int, after: int, limit: int) -> tuple[int, str]:
+    async def read_frames(
+        self, rid: int, after: int, limit: int, template: tuple[str, str, str]
+    ) -> tuple[int, str]:
+        head, sep, tail = template
         async with self._read() as c:
-            row = await c.one("events_frames_after", rid=rid, after=after, limit=limit)
+            row = await c.one("events_frames_after", rid=rid, after=after, limit=limit,
+                              head=head, sep=sep, tail=tail)
         if row is None or not row["n"]:
             return after, ""
-        return int(row["last_seq"]), str(row["frames"])
+        return int(row["last_seq"]), str(row["text"])
 
     async def last_boundary(self, rid: int, upto: int) -> int:
         async with self._read() as c:
@@ -276,8 +315,10 @@ class SqlStore(Store):
         async with self._read() as c:
             if rid is not None:
                 rows = await c.all("interrupts_for_run", rid=rid)
-            else:
+            elif pending:
                 rows = await c.all("interrupts_pending_for_thread", tid=tid)
+            else:
+                rows = await c.all("interrupts_for_thread", tid=tid)
         records = [InterruptRecord.from_row(r) for r in rows]
         return [r for r in records if r.status == "pending"] if pending else records
 
@@ -424,13 +465,8 @@ class SqlStore(Store):
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    async def _dispatch(self, channel: str, payload: str) -> None:
+    async def _dispatch(self, notification: Notification) -> None:
         for listener in list(self._listeners):
-            result = listener(channel, payload)
+            result = listener(notification)
             if result is not None:
                 await result
-
-
-def rows_of(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Plain dicts from driver rows."""
-    return [dict(r) for r in items]

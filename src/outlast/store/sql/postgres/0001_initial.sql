@@ -1,4 +1,4 @@
--- outlast schema, version 1 (PostgreSQL). Keep in step with store/sql/sqlite/0001_initial.sql.
+-- outlast schema, version 1 (PostgreSQL). Later versions: 0002_*.sql and on, in step with sqlite/.
 -- JSON bodies stay TEXT: the log returns every event byte for byte as it was written.
 
 CREATE TABLE threads (

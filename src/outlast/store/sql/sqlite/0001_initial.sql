@@ -1,4 +1,4 @@
--- outlast schema, version 1 (SQLite). Keep in step with store/sql/postgres/0001_initial.sql.
+-- outlast schema, version 1 (SQLite). Later versions: 0002_*.sql and on, in step with postgres/.
 
 CREATE TABLE threads (
     tid              INTEGER PRIMARY KEY,

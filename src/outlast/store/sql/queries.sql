@@ -1,0 +1,216 @@
+-- Named queries shared by every dialect; parameters are written :name (PostgreSQL
+-- gets $n). Queries that truly differ between dialects (row locks, aggregates) live
+-- in <dialect>/queries.sql, which wins over this file; the loader refuses a dialect
+-- that lacks a name another one has.
+-- Lock order (PostgreSQL, where several processes share one database): statements
+-- that wait for row locks take them in one order, so no two transactions wait for
+-- each other in a cycle: a thread before its runs, and runs of different threads in
+-- rid order. Lease claims never wait (FOR UPDATE SKIP LOCKED).
+
+-- name: thread_get
+-- A thread by owner and id.
+SELECT * FROM threads WHERE owner = :owner AND id = :id;
+
+-- name: thread_get_tid
+-- A thread by its internal key.
+SELECT * FROM threads WHERE tid = :tid;
+
+-- name: thread_insert
+-- Create a thread if it does not exist yet (a concurrent creator waits for the first).
+INSERT INTO threads (owner, id, title, created_at, updated_at)
+VALUES (:owner, :id, :title, :now, :now)
+ON CONFLICT (owner, id) DO NOTHING;
+
+-- name: thread_refresh_status
+-- Derive the thread's status from its runs and interrupts.
+UPDATE threads SET
+    status = CASE
+        WHEN EXISTS (SELECT 1 FROM runs r WHERE r.tid = :tid AND r.status IN ('queued', 'running'))
+            THEN 'busy'
+        WHEN EXISTS (SELECT 1 FROM interrupts i WHERE i.tid = :tid AND i.status = 'pending')
+            THEN 'interrupted'
+        WHEN (SELECT r.status FROM runs r WHERE r.tid = :tid ORDER BY r.rid DESC LIMIT 1) = 'failed'
+            THEN 'error'
+        ELSE 'idle' END,
+    updated_at = :now
+WHERE tid = :tid;
+
+-- name: thread_list
+-- The owner's threads, newest first, optionally by status, keyset-paginated on
+-- (updated_at, id): the cursor carries only what the owner already sees.
+SELECT * FROM threads
+WHERE owner = :owner
+  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:before_updated AS DOUBLE PRECISION) IS NULL OR updated_at < :before_updated
+       OR (updated_at = :before_updated AND id < CAST(:before_id AS TEXT)))
+ORDER BY updated_at DESC, id DESC
+LIMIT :limit;
+
+-- name: thread_delete
+-- Delete a thread; runs, events, messages and interrupts cascade.
+DELETE FROM threads WHERE tid = :tid;
+
+-- name: thread_snapshot_update
+-- Move the snapshot's coordinate; state columns change only when given.
+UPDATE threads SET
+    state = COALESCE(CAST(:state AS TEXT), state),
+    session_state = COALESCE(CAST(:session_state AS TEXT), session_state),
+    as_of_run = :as_of_run,
+    as_of_seq = :as_of_seq,
+    updated_at = :now
+WHERE tid = :tid;
+
+-- name: messages_list
+-- The snapshot's messages in order.
+SELECT id, position, body FROM messages WHERE tid = :tid ORDER BY position;
+
+-- name: message_upsert
+-- Write one new or changed message of a snapshot.
+INSERT INTO messages (tid, id, position, body) VALUES (:tid, :id, :position, :body)
+ON CONFLICT (tid, id) DO UPDATE SET position = excluded.position, body = excluded.body;
+
+-- name: message_delete
+-- Drop one message from a snapshot.
+DELETE FROM messages WHERE tid = :tid AND id = :id;
+
+-- name: runs_active_for_thread
+-- The thread's queued and running runs, oldest first.
+SELECT * FROM runs WHERE tid = :tid AND status IN ('queued', 'running') ORDER BY rid;
+
+-- name: run_get
+-- A run by owner and id.
+SELECT * FROM runs WHERE owner = :owner AND id = :id;
+
+-- name: run_get_rid
+-- A run by its internal key.
+SELECT * FROM runs WHERE rid = :rid;
+
+-- name: run_insert
+-- Admit a run.
+INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
+                  input, options, created_at)
+VALUES (:owner, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
+        :input, :options, :now)
+RETURNING *;
+
+-- name: runs_list_thread
+-- A thread's runs, newest first, keyset-paginated.
+SELECT * FROM runs WHERE tid = :tid AND (CAST(:before_rid AS BIGINT) IS NULL OR rid < :before_rid)
+ORDER BY rid DESC LIMIT :limit;
+
+-- name: idempotency_get
+-- The run admitted under an idempotency key.
+SELECT * FROM idempotency WHERE owner = :owner AND key = :key;
+
+-- name: idempotency_insert
+-- Record the key of an admitted run (the primary key refuses a duplicate: G3).
+INSERT INTO idempotency (owner, key, rid, fingerprint, created_at)
+VALUES (:owner, :key, :rid, :fingerprint, :now);
+
+-- name: idempotency_prune
+-- Forget idempotency keys older than the retention.
+DELETE FROM idempotency WHERE created_at < :cutoff;
+
+-- name: events_prune
+-- Drop the events of runs that ended before the cutoff.
+DELETE FROM events WHERE rid IN (
+    SELECT rid FROM runs WHERE finished_at IS NOT NULL AND finished_at < :cutoff);
+
+-- name: run_release_lease
+-- Give a run up so another process resumes it at once (clean shutdown).
+UPDATE runs SET lease_owner = NULL, lease_expires_at = 0, attempts = attempts - 1
+WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';
+
+-- name: event_insert
+-- Append one event to a run's log.
+INSERT INTO events (rid, seq, boundary, body) VALUES (:rid, :seq, :boundary, :body);
+
+-- name: events_after
+-- A page of a run's log after a seq.
+SELECT seq, boundary, body FROM events WHERE rid = :rid AND seq > :after
+ORDER BY seq LIMIT :limit;
+
+-- name: event_last_boundary
+-- The latest boundary at or before a seq (where a stream can fold from).
+SELECT seq FROM events WHERE rid = :rid AND seq <= :upto AND boundary = 1
+ORDER BY seq DESC LIMIT 1;
+
+-- name: run_finish
+-- End a run (the lease is dropped with it).
+UPDATE runs SET status = :status, outcome = :outcome, error = :error, finished_at = :now,
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE rid = :rid;
+
+-- name: run_request_cancel
+-- Ask an active run to stop (idempotent).
+UPDATE runs SET cancel_requested = 1 WHERE rid = :rid AND status IN ('queued', 'running');
+
+-- name: interrupt_insert
+-- Store a pending interrupt with its thread (G7).
+INSERT INTO interrupts (tid, id, rid, run_id, body, expires_ts, status)
+VALUES (:tid, :id, :rid, :run_id, :body, :expires_ts, 'pending')
+ON CONFLICT (tid, id) DO UPDATE SET rid = excluded.rid, run_id = excluded.run_id,
+    body = excluded.body, expires_ts = excluded.expires_ts, status = 'pending',
+    answered_by = NULL, answered_at = NULL, resolution = NULL, continuation_rid = NULL;
+
+-- name: interrupts_pending_for_thread
+-- A thread's pending interrupts, in the order they were raised.
+SELECT * FROM interrupts WHERE tid = :tid AND status = 'pending' ORDER BY raised;
+
+-- name: interrupts_for_thread
+-- Every interrupt of a thread, in the order they were raised.
+SELECT * FROM interrupts WHERE tid = :tid ORDER BY raised;
+
+-- name: interrupts_for_run
+-- Every interrupt a run raised.
+SELECT * FROM interrupts WHERE rid = :rid ORDER BY raised;
+
+-- name: interrupts_resolved_by_run
+-- The interrupts a continuation run answers.
+SELECT * FROM interrupts WHERE continuation_rid = :rid ORDER BY raised;
+
+-- name: interrupt_get
+-- One interrupt of a thread.
+SELECT * FROM interrupts WHERE tid = :tid AND id = :id;
+
+-- name: interrupt_answer
+-- Single-use answer: only a pending interrupt changes (G7).
+UPDATE interrupts SET status = :status, answered_by = :answered_by, answered_at = :now,
+    resolution = :resolution, continuation_rid = :continuation_rid
+WHERE tid = :tid AND id = :id AND status = 'pending';
+
+-- name: effect_get
+-- The journal entry of one effect of a run.
+SELECT * FROM effects WHERE rid = :rid AND key = :key;
+
+-- name: effect_start
+-- Journal that an effect is about to run (G9).
+INSERT INTO effects (rid, key, attempt, status, started_at)
+VALUES (:rid, :key, :attempt, 'started', :now)
+ON CONFLICT (rid, key) DO UPDATE SET attempt = excluded.attempt, status = 'started',
+    started_at = excluded.started_at
+WHERE effects.status <> 'completed';
+
+-- name: effect_complete
+-- Journal an effect's result.
+UPDATE effects SET status = 'completed', result = :result, completed_at = :now
+WHERE rid = :rid AND key = :key;
+
+-- name: schema_migrations_create
+-- The table of applied migrations (created before the first one runs).
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL);
+
+-- name: schema_version_get
+-- The applied schema version (0 before the first migration).
+SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations;
+
+-- name: schema_version_insert
+-- Record a migration as applied, in its own transaction.
+INSERT INTO schema_migrations (version, applied_at) VALUES (:version, :now);
+
+-- name: run_expire_lease
+-- Give a run up after an engine failure: it counts as an attempt, and any
+-- process (this one included) may take it over at once.
+UPDATE runs SET lease_owner = NULL, lease_expires_at = 0
+WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';

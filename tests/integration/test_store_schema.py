@@ -1,0 +1,153 @@
+"""Both backends end up with one schema: after the migrations, SQLite's and
+PostgreSQL's catalogs list the same tables, columns, indexes and keys.
+
+Read from the real catalogs of a real SQLite file and the throwaway PostgreSQL
+database: the DDL files differ legitimately (types, sequences), what they define
+must not drift apart.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outlast.store.postgres import PostgresStore
+from outlast.store.sqlite import SQLiteStore
+
+# Declared types, loosely: SQLite's affinity against PostgreSQL's information_schema.
+SQLITE_TYPES = {"INTEGER": "integer", "REAL": "real", "DOUBLE PRECISION": "real",
+                "TEXT": "text"}
+POSTGRES_TYPES = {"integer": "integer", "bigint": "integer", "double precision": "real",
+                  "text": "text"}
+
+Schema = dict[str, Any]
+
+
+def sqlite_schema(path: Path) -> Schema:
+    con = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        columns: dict[str, dict[str, tuple[str, bool]]] = {}
+        indexes: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {}
+        keys: set[tuple[str, str, tuple[str, ...]]] = set()
+        for table in tables:
+            info = con.execute(
+                "SELECT name, type, \"notnull\", pk FROM pragma_table_info(?)", (table,))
+            rows = list(info)
+            # An INTEGER PRIMARY KEY is never NULL though the pragma says nullable.
+            columns[table] = {name: (SQLITE_TYPES[kind.upper()], bool(notnull or pk))
+                              for name, kind, notnull, pk in rows}
+            pk = tuple(name for name, _, _, p in sorted(rows, key=lambda r: r[3]) if p)
+            if pk:
+                keys.add((table, "primary", pk))
+            for name, unique, origin, partial in con.execute(
+                    "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?)",
+                    (table,)):
+                cols = tuple(r[0] for r in con.execute(
+                    "SELECT name FROM pragma_index_info(?) ORDER BY seqno", (name,)))
+                if origin == "c":
+                    indexes[name] = (table, cols, bool(unique), bool(partial))
+                elif origin == "u":
+                    keys.add((table, "unique", cols))
+        return {"tables": tables, "columns": columns, "indexes": indexes, "keys": keys}
+    finally:
+        con.close()
+
+
+async def postgres_schema(url: str) -> Schema:
+    import asyncpg
+
+    con = await asyncpg.connect(url)
+    try:
+        tables = [r["table_name"] for r in await con.fetch(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' "
+            "ORDER BY table_name")]
+        columns: dict[str, dict[str, tuple[str, bool]]] = {t: {} for t in tables}
+        for r in await con.fetch(
+                "SELECT table_name, column_name, data_type, is_nullable "
+                "FROM information_schema.columns WHERE table_schema = current_schema()"):
+            columns[r["table_name"]][r["column_name"]] = (
+                POSTGRES_TYPES[r["data_type"]], r["is_nullable"] == "NO")
+        indexes: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {}
+        keys: set[tuple[str, str, tuple[str, ...]]] = set()
+        for r in await con.fetch(
+                "SELECT i.relname AS name, t.relname AS table, x.indisunique AS unique, "
+                "x.indpred IS NOT NULL AS partial, "
+                "(SELECT array_agg(a.attname ORDER BY k.ord) "
+                " FROM unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord) "
+                " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum) AS cols, "
+                "c.contype::text AS constraint "
+                "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                "JOIN pg_class t ON t.oid = x.indrelid "
+                "JOIN pg_namespace n ON n.oid = t.relnamespace "
+                "LEFT JOIN pg_constraint c ON c.conindid = x.indexrelid AND c.conrelid = t.oid "
+                "AND c.contype IN ('p', 'u') "
+                "WHERE n.nspname = current_schema()"):
+            cols = tuple(r["cols"])
+            if r["constraint"] == "p":
+                keys.add((r["table"], "primary", cols))
+            elif r["constraint"] == "u":
+                keys.add((r["table"], "unique", cols))
+            else:
+                indexes[r["name"]] = (r["table"], cols, r["unique"], r["partial"])
+        return {"tables": tables, "columns": columns, "indexes": indexes, "keys": keys}
+    finally:
+        await con.close()
+
+
+@pytest.mark.postgres
+async def test_both_backends_migrate_to_the_same_schema(tmp_path: Path, pg_url: str) -> None:
+    path = tmp_path / "outlast.db"
+    sqlite_store = SQLiteStore(path)
+    await sqlite_store.open()
+    await sqlite_store.close()
+    pg_store = PostgresStore(pg_url, min_size=1, max_size=2)
+    await pg_store.open()
+    await pg_store.close()
+
+    lite = sqlite_schema(path)
+    pg = await postgres_schema(pg_url)
+    assert lite["tables"] == pg["tables"]
+    assert {"threads", "runs", "events", "interrupts", "schema_migrations"} <= set(pg["tables"])
+    for table in pg["tables"]:
+        assert lite["columns"][table] == pg["columns"][table], table
+    assert lite["indexes"] == pg["indexes"]
+    assert "interrupts_continuation" in pg["indexes"]
+    assert lite["keys"] == pg["keys"]
+
+
+async def test_an_existing_version_1_sqlite_file_is_brought_up_to_date(tmp_path: Path) -> None:
+    """A file made by the first schema keeps its interrupts' order through version 2."""
+    from outlast.store.sql import migrations
+
+    path = tmp_path / "outlast.db"
+    [(_, first), *_] = migrations("sqlite")
+    con = sqlite3.connect(path)
+    con.executescript(first + """
+        CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
+            applied_at REAL NOT NULL DEFAULT (julianday('now')));
+        INSERT INTO schema_migrations (version) VALUES (1);
+        INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('o', 't', 1, 1);
+        INSERT INTO interrupts (tid, id, rid, run_id, body) VALUES (1, 'z', 1, 'r', '{}');
+        INSERT INTO interrupts (tid, id, rid, run_id, body) VALUES (1, 'a', 1, 'r', '{}');
+    """)
+    con.close()
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        await store.write([])
+        # Raised later: numbered after the ones already there.
+        async with store._write() as c:
+            await c.many("interrupt_insert", [{"tid": 1, "id": "m", "rid": 1, "run_id": "r",
+                                               "body": "{}", "expires_ts": None}])
+        assert [i.id for i in await store.interrupts(tid=1)] == ["z", "a", "m"]
+    finally:
+        await store.close()
+    assert sqlite_schema(path)["indexes"]["interrupts_continuation"] == \
+        ("interrupts", ("continuation_rid",), False, False)
