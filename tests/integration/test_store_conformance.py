@@ -487,9 +487,41 @@ async def test_events_page_in_order_and_boundaries_are_found(store: SqlStore) ->
     assert [e.seq for e in page1 + page2 + page3] == list(range(1, 26))
     assert [e.seq for e in page1 + page2 + page3 if e.boundary] == [10, 20]
     assert await store.read_events(run.rid, 25, 10) == []
-    assert await store.last_boundary(run.rid, 25) == 20
-    assert await store.last_boundary(run.rid, 19) == 10
-    assert await store.last_boundary(run.rid, 9) == 0
+
+
+async def test_the_construct_index_answers_what_is_open_at_any_seq(store: SqlStore) -> None:
+    """seq 1 boundary; 2 opens step s; 3 opens text m; 4..6 content; 7 closes m; 8 opens
+    text m again (a key reused); 9 closes it and 10 closes s (a boundary); in two commits
+    split between 5 and 6, so a close can land in a later commit than its open."""
+    run = await admit_running(store)
+
+    def ev(seq: int, boundary: bool = False) -> tuple[int, bool, str]:
+        return (seq, boundary, json.dumps({"type": "CUSTOM", "name": "n", "value": seq}))
+
+    step = ('["step",null,"s"]', '{"reopen":{"type":"STEP_STARTED","stepName":"s"},'
+            '"close":{"type":"STEP_FINISHED","stepName":"s"},"lane":null,"chunked":false}')
+    text = ('["text","m"]', '{"reopen":{"type":"TEXT_MESSAGE_START","messageId":"m"},'
+            '"close":{"type":"TEXT_MESSAGE_END","messageId":"m"},"lane":null,"chunked":false}')
+    first = RunWrite(rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A",
+                     prev_seq=0, events=[ev(1, True), *(ev(s) for s in range(2, 6))],
+                     constructs=[(2, 0, *step), (3, 0, *text)])
+    second = RunWrite(rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A",
+                      prev_seq=5, events=[*(ev(s) for s in range(6, 10)), ev(10, True)],
+                      constructs=[(7, 0, text[0], None), (8, 0, *text), (9, 0, text[0], None),
+                                  (10, 0, step[0], None)])
+    assert await store.write([first]) == set()
+    assert await store.write([second]) == set()
+
+    def keys(rows: list[tuple[str, str]]) -> list[str]:
+        return [json.loads(k)[0] for k, _ in rows]
+
+    expected = {0: [], 1: [], 2: ["step"], 3: ["step", "text"], 5: ["step", "text"],
+                6: ["step", "text"], 7: ["step"], 8: ["step", "text"], 9: ["step"], 10: [],
+                11: []}
+    for after, kinds in expected.items():
+        assert keys(await store.open_constructs(run.rid, after)) == kinds, after
+    body = (await store.open_constructs(run.rid, 8))[1][1]
+    assert json.loads(body)["reopen"] == {"type": "TEXT_MESSAGE_START", "messageId": "m"}
 
 
 async def test_frames_pages_are_the_events_encoded_in_order(store: SqlStore) -> None:

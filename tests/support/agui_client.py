@@ -20,6 +20,12 @@ def stock_client_runs(runs: list[list[dict[str, Any]]]) -> dict[str, Any]:
     Returns ``{"messages", "state", "pendingInterrupts", "errors"}``; ``errors[i]`` is
     why run ``i`` failed in the client (verification included), or None. Skips (fails
     under ``CI=true``) when node or the client is missing."""
+    return stock_client_scenarios([{"runs": [{"events": events} for events in runs]}])[0]
+
+
+def stock_client_scenarios(scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Several independent scenarios (``{"messages"?, "state"?, "runs": [{"events"}]}``),
+    each on its own stock client agent, in one node process."""
     node = shutil.which("node")
     problem = None
     if node is None:
@@ -31,9 +37,8 @@ def stock_client_runs(runs: list[list[dict[str, Any]]]) -> dict[str, Any]:
             pytest.fail(f"@ag-ui/client harness unavailable under CI: {problem}")
         pytest.skip(problem)
     assert node is not None
-    scenario = {"runs": [{"events": events} for events in runs]}
     proc = subprocess.run([node, str(JS_DIR / "fold.mjs")],
-                          input=json.dumps({"scenarios": [scenario]}),
+                          input=json.dumps({"scenarios": scenarios}),
                           capture_output=True, text=True, timeout=120, check=True)
-    result: dict[str, Any] = json.loads(proc.stdout)["scenarios"][0]
-    return result
+    results: list[dict[str, Any]] = json.loads(proc.stdout)["scenarios"]
+    return results

@@ -88,7 +88,8 @@ class Resolution:
 class RunContext(Protocol):
     """What an agent sees of its run; the only way it talks to the engine."""
 
-    NOT_DONE: ClassVar[Any]
+    NOT_DONE: ClassVar[Any] = NOT_DONE
+    """``ctx.NOT_DONE`` (and ``RunContext.NOT_DONE``) is ``outlast.agent.NOT_DONE``."""
     run_id: str
     thread_id: str
     attempt: int

@@ -22,7 +22,7 @@ from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
 from outlast.errors import EffectUncertain, LeaseLost, PayloadTooLarge
-from outlast.protocol.constructs import OPENERS
+from outlast.protocol.constructs import OPENERS, construct_row
 from outlast.protocol.events import now_ms, run_finished
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
@@ -177,7 +177,15 @@ class RunExecution:
         self.fold.apply(data)
         self.seq += 1
         at_boundary = self.fold.at_boundary
-        self.services.writer.append(self.channel, self.seq, at_boundary, body)
+        changes = self.fold.construct_changes
+        indexed = None
+        if changes:
+            # SPEC §4: what this event opened or closed is indexed with it, so a stream can
+            # start here without folding the log.
+            indexed = [(self.seq, i, *construct_row(key, construct))
+                       for i, (key, construct) in enumerate(changes)]
+            changes.clear()
+        self.services.writer.append(self.channel, self.seq, at_boundary, body, indexed)
         if at_boundary:
             self._pending_boundary = self.seq
             if self.services.is_draining() and self.cancel_reason is None:
@@ -386,6 +394,7 @@ class RunExecution:
         store = self.services.store
         snap = await store.get_snapshot(self.run.tid)
         self.fold = ThreadFold(snap.messages, snap.state)
+        self.fold.construct_changes = []  # new constructs from here on go to the index
         self.positions = dict(snap.positions)
         self.session_state = dict(snap.session_state)
         self._saved_session = dumps(self.session_state)
@@ -414,6 +423,7 @@ class RunExecution:
             for ev in page:
                 self.fold.apply(json.loads(ev.body))
             after = page[-1].seq
+        self.fold.construct_changes = []  # what the dead attempt committed is indexed
         if not self.crashed or not self._may_resume():
             return  # a crashed run that may not resume ends failed, never "resumed"
         resumed_from = self.seq

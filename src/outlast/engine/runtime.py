@@ -464,9 +464,10 @@ class Engine:
         ``template`` (prefix, separator, suffix), with the page's last seq."""
         return await self.store.read_frames(run.rid, after, limit, template)
 
-    async def last_boundary(self, run: RunRecord, upto: int) -> int:
-        """The run's latest safe boundary at or before ``upto`` (0 if none)."""
-        return await self.store.last_boundary(run.rid, upto)
+    async def open_constructs(self, run: RunRecord, after: int) -> list[tuple[str, str]]:
+        """The constructs open just after ``after`` in the run's log, as the index keeps
+        them (``protocol.constructs.decode`` reads them)."""
+        return await self.store.open_constructs(run.rid, after)
 
     @staticmethod
     def is_final(run: RunRecord) -> bool:

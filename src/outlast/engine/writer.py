@@ -65,6 +65,7 @@ class RunChannel:
     instance: str
     committed_seq: int
     events: list[tuple[int, bool, str]] = field(default_factory=list)
+    constructs: list[tuple[int, int, str, str | None]] = field(default_factory=list)
     snapshots: list[SnapshotWrite] = field(default_factory=list)  # merged at commit
     finish: FinishWrite | None = None
     fenced: bool = False
@@ -103,11 +104,15 @@ class Writer:
         """A write channel for one attempt of one run."""
         return RunChannel(rid, tid, run_id, attempt, instance, committed_seq)
 
-    def append(self, ch: RunChannel, seq: int, boundary: bool, body: str) -> None:
-        """Queue one event; it is published only after it commits."""
+    def append(self, ch: RunChannel, seq: int, boundary: bool, body: str,
+               constructs: list[tuple[int, int, str, str | None]] | None = None) -> None:
+        """Queue one event (and the constructs it opens or closes); it is published only
+        after it commits."""
         if ch.fenced:
             return
         ch.events.append((seq, boundary, body))
+        if constructs:
+            ch.constructs.extend(constructs)
         self._mark(ch)
 
     def snapshot(self, ch: RunChannel, snap: SnapshotWrite) -> None:
@@ -161,11 +166,13 @@ class Writer:
                 writes.append(RunWrite(
                     rid=ch.rid, tid=ch.tid, run_id=ch.run_id, attempt=ch.attempt,
                     instance=ch.instance, prev_seq=ch.committed_seq, events=ch.events,
+                    constructs=ch.constructs,
                     snapshot=merge_snapshots(ch.snapshots) if ch.snapshots else None,
                     finish=ch.finish,
                 ))
                 waiters.append(ch.waiters)
                 ch.events, ch.snapshots, ch.finish, ch.waiters = [], [], None, []
+                ch.constructs = []
             try:
                 fenced = await self._store.write(writes)
             except Exception as exc:  # the store failed: every waiter learns it

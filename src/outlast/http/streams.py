@@ -13,8 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from outlast.http.frames import SSE_TEMPLATE, frame, is_preamble, retry_preamble, synthesized
-from outlast.protocol import events
-from outlast.protocol.fold import ThreadFold
+from outlast.protocol import constructs, events
 from outlast.protocol.jsonutil import dumps
 
 if TYPE_CHECKING:
@@ -72,18 +71,10 @@ class RunStream:
         out = [synthesized(events.run_started(self.run.thread_id, self.run.id))]
         if after <= 0:
             return out
-        start = await self.engine.last_boundary(self.run, after)
-        if start < after:
-            fold = ThreadFold()
-            cursor = start
-            while cursor < after:
-                page = await self.engine.run_events(self.run, cursor, min(PAGE, after - cursor))
-                if not page:
-                    break
-                for ev in page:
-                    fold.apply(json.loads(ev.body))
-                cursor = page[-1].seq
-            out.extend(synthesized(e) for e in fold.reopen_events())
+        # SPEC §4: read what is open at ``after`` from the log's construct index, so a
+        # reattach costs the same wherever it lands (no fold of the events before it).
+        opened = constructs.decode(await self.engine.open_constructs(self.run, after))
+        out.extend(synthesized(e) for e in constructs.reopen_events(opened))
         return out
 
     async def frames(self, after: int, *, follow: bool = True,

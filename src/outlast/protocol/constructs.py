@@ -30,7 +30,8 @@ run must close them. What the client does with the re-opening events (1.0.0 sour
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from typing import Any
 
 Event = dict[str, Any]
@@ -172,3 +173,23 @@ def closing_events(opened: dict[Key, OpenConstruct]) -> list[Event]:
             delta: Event = {"type": "STATE_DELTA", "delta": []}
             out.append(_tagged(delta, {"subagentRunId": construct.lane}))
     return out
+
+
+def construct_row(key: Key, construct: OpenConstruct | None) -> tuple[str, str | None]:
+    """A construct as the log's index stores it: its key and, for one that opened, its
+    body; ``None`` marks the close of the open construct with that key (JSON both)."""
+    ckey = json.dumps(list(key), separators=(",", ":"), ensure_ascii=False)
+    if construct is None:
+        return ckey, None
+    return ckey, json.dumps(asdict(construct), separators=(",", ":"), ensure_ascii=False)
+
+
+def decode(rows: list[tuple[str, str]]) -> dict[Key, OpenConstruct]:
+    """Open constructs read back from the index as ``(key, body)`` pairs, in opening
+    order (``reopen_events``'s input)."""
+    opened: dict[Key, OpenConstruct] = {}
+    for ckey, body in rows:
+        data = json.loads(body)
+        opened[tuple(json.loads(ckey))] = OpenConstruct(
+            data["reopen"], data["close"], data["lane"], data["chunked"])
+    return opened

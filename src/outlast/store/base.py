@@ -221,6 +221,9 @@ class RunWrite:
     instance: str
     prev_seq: int
     events: list[tuple[int, bool, str]] = field(default_factory=list)  # seq, boundary, json
+    # The construct index's changes, in seq order: (seq, ord, key, body) for an opened
+    # construct, (seq, ord, key, None) for a closed one.
+    constructs: list[tuple[int, int, str, str | None]] = field(default_factory=list)
     snapshot: SnapshotWrite | None = None
     finish: FinishWrite | None = None
 
@@ -338,8 +341,9 @@ class Store(ABC):
         the format: the store knows nothing of the wire it is for."""
 
     @abstractmethod
-    async def last_boundary(self, rid: int, upto: int) -> int:
-        """The latest boundary seq at or before ``upto`` (0 if none)."""
+    async def open_constructs(self, rid: int, after: int) -> list[tuple[str, str]]:
+        """``(key, body)`` of the constructs open just after ``after``, in opening order;
+        costs what is open there, not what the log holds before it (SPEC §4)."""
 
     @abstractmethod
     async def interrupts(

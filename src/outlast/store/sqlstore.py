@@ -304,10 +304,10 @@ class SqlStore(Store):
             return after, ""
         return int(row["last_seq"]), str(row["text"])
 
-    async def last_boundary(self, rid: int, upto: int) -> int:
+    async def open_constructs(self, rid: int, after: int) -> list[tuple[str, str]]:
         async with self._read() as c:
-            row = await c.one("event_last_boundary", rid=rid, upto=upto)
-        return 0 if row is None else int(row["seq"])
+            rows = await c.all("constructs_open_at", rid=rid, after=after)
+        return [(str(r["ckey"]), str(r["body"])) for r in rows]
 
     async def interrupts(
         self, *, tid: int | None = None, rid: int | None = None, pending: bool = False
@@ -381,6 +381,15 @@ class SqlStore(Store):
                         {"rid": w.rid, "seq": s, "boundary": 1 if b else 0, "body": body}
                         for s, b, body in w.events
                     ])
+                if w.constructs:
+                    opened = [{"rid": w.rid, "seq": seq, "ord": o, "ckey": k, "body": b}
+                              for seq, o, k, b in w.constructs if b is not None]
+                    closed = [{"rid": w.rid, "seq": seq, "ckey": k}
+                              for seq, _, k, b in w.constructs if b is None]
+                    if opened:
+                        await c.many("construct_open", opened)
+                    if closed:
+                        await c.many("construct_close", closed)
                 if w.snapshot is not None:
                     s = w.snapshot
                     if s.deletes:

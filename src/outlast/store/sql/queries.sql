@@ -130,11 +130,6 @@ INSERT INTO events (rid, seq, boundary, body) VALUES (:rid, :seq, :boundary, :bo
 SELECT seq, boundary, body FROM events WHERE rid = :rid AND seq > :after
 ORDER BY seq LIMIT :limit;
 
--- name: event_last_boundary
--- The latest boundary at or before a seq (where a stream can fold from).
-SELECT seq FROM events WHERE rid = :rid AND seq <= :upto AND boundary = 1
-ORDER BY seq DESC LIMIT 1;
-
 -- name: run_finish
 -- End a run (the lease is dropped with it).
 UPDATE runs SET status = :status, outcome = :outcome, error = :error, finished_at = :now,
@@ -214,3 +209,28 @@ INSERT INTO schema_migrations (version, applied_at) VALUES (:version, :now);
 -- process (this one included) may take it over at once.
 UPDATE runs SET lease_owner = NULL, lease_expires_at = 0
 WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';
+
+-- constructs --
+
+-- name: construct_open
+-- Index a construct an event opened (G2: committed with the event).
+INSERT INTO constructs (rid, opened_seq, ord, ckey, body)
+VALUES (:rid, :seq, :ord, :ckey, :body);
+
+-- name: construct_close
+-- The open construct with this key closed at this seq.
+-- Rows are closed in seq order, each only if opened before it: a key reused later in
+-- the same commit is another row.
+UPDATE constructs SET closed_seq = :seq
+WHERE rid = :rid AND ckey = :ckey AND closed_seq IS NULL AND opened_seq < :seq;
+
+-- name: constructs_open_at
+-- The constructs open just after a seq, in opening order: only those opened since
+-- the latest boundary at or before it (where nothing was open) can be.
+SELECT ckey, body FROM constructs
+WHERE rid = :rid AND opened_seq <= :after
+  AND (closed_seq IS NULL OR closed_seq > :after)
+  AND opened_seq > COALESCE((SELECT seq FROM events
+                             WHERE rid = :rid AND seq <= :after AND boundary = 1
+                             ORDER BY seq DESC LIMIT 1), 0)
+ORDER BY opened_seq, ord;
