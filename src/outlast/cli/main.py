@@ -80,11 +80,12 @@ def _settings(ns: argparse.Namespace) -> Settings:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="outlast", description="Durable AG-UI agent runs.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    _add_serve(sub)
     from outlast.cli import client
 
+    parser = argparse.ArgumentParser(prog="outlast", description="Durable AG-UI agent runs.")
+    parser.add_argument("--version", action="version", version=client.version_text())
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
     client.add_commands(sub)
     return parser
 
