@@ -1,9 +1,11 @@
-"""The command line against a real server: inspect, tail, cancel, answer, and bad input."""
+"""The command line against a real server: what a person reads (runs as text, tool calls
+and approvals as one line each), JSON for scripts, control commands, and bad input."""
 
 from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,12 @@ from typing import Any
 
 import httpx
 
+from tests.support.runs import stored_log
 from tests.support.server import ServerProcess, collect, demo_input, wait_for
+
+APPROVAL_RUN = {"steps": 3, "step_delay_ms": 50, "tokens_per_message": 6,
+                "token_delay_ms": 5, "approve_at": [2]}
+COMMANDS = ("threads", "thread", "runs", "run", "tail", "cancel", "answer", "fork")
 
 
 def cli(server: ServerProcess | None, *args: str, url: str | None = None,
@@ -30,29 +37,100 @@ async def finished_run(client: httpx.AsyncClient, thread: str, run: str, **knobs
     assert frames[-1].event["type"] == "RUN_FINISHED"
 
 
+def one_line_error(out: subprocess.CompletedProcess[str], code: str) -> None:
+    assert out.returncode == 1, out
+    assert out.stderr.startswith(f"error: {code}: ") and out.stderr.count("\n") == 1, out.stderr
+    assert "Traceback" not in out.stderr
+
+
 async def test_inspect_commands_show_threads_runs_and_snapshots(
         server: ServerProcess, client: httpx.AsyncClient) -> None:
     await finished_run(client, "cli-t1", "cli-r1", steps=1)
-    threads = json.loads(cli(server, "threads").stdout)["threads"]
+    out = cli(server, "threads")
+    assert out.returncode == 0 and "cli-t1" in out.stdout and "idle" in out.stdout
+    assert out.stdout.splitlines()[0].split() == ["THREAD", "STATUS", "UPDATED", "TITLE"]
+    threads = [json.loads(line) for line in cli(server, "threads", "--json").stdout.splitlines()]
     assert [t["threadId"] for t in threads] == ["cli-t1"]
-    thread = json.loads(cli(server, "thread", "cli-t1").stdout)
+
+    out = cli(server, "thread", "cli-t1")
+    assert "user: do the work" in out.stdout.splitlines()
+    assert any(line.startswith("assistant: Plan:") for line in out.stdout.splitlines())
+    thread = json.loads(cli(server, "thread", "cli-t1", "--json").stdout)
     assert thread["status"] == "idle" and thread["messages"]
     assert "sessionState" not in thread and "session_state" not in thread
-    runs = json.loads(cli(server, "runs", "cli-t1").stdout)["runs"]
+
+    out = cli(server, "runs", "cli-t1")
+    assert out.stdout.splitlines()[1].split()[:3] == ["cli-r1", "succeeded", "demo"]
+    out = cli(server, "runs", "cli-t1", "--json")
+    runs = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["runId"] for r in runs] == ["cli-r1"]
-    run = json.loads(cli(server, "run", "cli-r1").stdout)
-    assert run["status"] == "succeeded"
+    out = cli(server, "run", "cli-r1")
+    assert out.stdout.splitlines()[0] == "run cli-r1  succeeded"
+    assert json.loads(cli(server, "run", "cli-r1", "--json").stdout)["status"] == "succeeded"
+    for args in (("threads",), ("thread", "cli-t1"), ("runs", "cli-t1"), ("run", "cli-r1")):
+        assert "\x1b[" not in cli(server, *args).stdout, "no colors when not on a terminal"
 
 
-async def test_tail_prints_every_event_once_in_order(
+async def test_tail_shows_a_run_as_a_person_reads_it(
         server: ServerProcess, client: httpx.AsyncClient) -> None:
-    await finished_run(client, "cli-t2", "cli-r2", steps=2)
+    await finished_run(client, "cli-t2", "cli-r2", **APPROVAL_RUN)
+    stored = [f.event for f in await stored_log(client, "cli-r2")]
     out = cli(server, "tail", "cli-r2")
     assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    texts: dict[str, str] = {}
+    for e in stored:
+        if e["type"] == "TEXT_MESSAGE_CONTENT":
+            texts[e["messageId"]] = texts.get(e["messageId"], "") + e["delta"]
+    for text in texts.values():  # streamed deltas: one line per message, by role
+        assert lines.count(f"assistant: {text}") == 1, (text, lines)
+    calls = [e for e in stored if e["type"] == "TOOL_CALL_START"]
+    tool_lines = [line for line in lines if line.startswith("tool ")]
+    assert len(tool_lines) == len(calls) == 2
+    assert tool_lines[0].startswith("tool search_docs(step=1, target=module_1.py) -> "
+                                    "search_docs finished step 1")
+    assert tool_lines[1] == "tool read_file(step=2, target=module_2.py)"  # awaits approval
+    approvals = [line for line in lines if line.startswith("approval needed: ")]
+    assert len(approvals) == 1 and "read_file" in approvals[0]
+    assert "outlast answer cli-t2 --approve" in approvals[0]
+    assert lines[-1] == "run interrupted: waiting for an answer"
+    assert lines[0] == "run cli-r2 on thread cli-t2"
+    assert len(lines) == 1 + len(texts) + len(calls) + 2
+    assert not any(line.lstrip().startswith("{") or '"type"' in line for line in lines)
+    assert "\x1b[" not in out.stdout and out.stderr == ""
+
+    out = cli(server, "tail", "cli-r2", "--json")
     events = [json.loads(line) for line in out.stdout.splitlines()]
-    seqs = [e["seq"] for e in events if e["seq"] is not None]
-    assert seqs == list(range(1, len(seqs) + 1))
-    assert events[-1]["type"] == "RUN_FINISHED"
+    assert [e["seq"] for e in events] == list(range(1, len(stored) + 1))
+    assert [e["event"] for e in events] == stored
+    out = cli(server, "tail", "cli-r2", "--json", "--after", str(len(stored) - 2))
+    assert [json.loads(line)["seq"] for line in out.stdout.splitlines()] == \
+        [len(stored) - 1, len(stored)]
+
+
+def test_colors_only_on_a_terminal_without_no_color(server: ServerProcess) -> None:
+    def on_terminal(env: dict[str, str]) -> str:
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "outlast.cli.main", "threads", "--url",
+                                 server.url], stdout=follower, stderr=subprocess.PIPE,
+                                env={**os.environ, **env})
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(30)
+        os.close(leader)
+        return b"".join(chunks).decode()
+
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    assert "\x1b[" in on_terminal({**env, "NO_COLOR": ""})
+    assert "\x1b[" not in on_terminal({"NO_COLOR": "1"})
 
 
 async def test_tail_resumes_after_the_server_restarts(
@@ -64,18 +142,19 @@ async def test_tail_resumes_after_the_server_restarts(
         await collect(c, "POST", "/agents/demo", limit=3,
                       json=demo_input("cli-t3", "cli-r3", steps=3, step_delay_ms=400))
     proc = subprocess.Popen([sys.executable, "-m", "outlast.cli.main", "tail", "cli-r3",
-                             "--url", first.url], stdout=subprocess.PIPE,
+                             "--json", "--url", first.url], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     await wait_for(lambda: _has_output(proc), timeout=20)
     first.kill()  # the tail loses its connection mid-run
-    server_factory("--port", port, data_dir=data)  # same address, same data
-    out, err = proc.communicate(timeout=60)
+    second = server_factory("--port", port, data_dir=data)  # same address, same data
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
-    assert "connection lost" in err
+    assert "note: connection lost" in err and "Traceback" not in err
     events = [json.loads(line) for line in out.splitlines()]
-    seqs = [e["seq"] for e in events if e["seq"] is not None]
-    assert seqs == list(range(1, len(seqs) + 1)), "every event once, in order"
-    assert events[-1]["type"] == "RUN_FINISHED"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), "each once, in order"
+    assert events[-1]["event"]["type"] == "RUN_FINISHED"
+    async with second.client() as c:
+        assert [e["event"] for e in events] == [f.event for f in await stored_log(c, "cli-r3")]
 
 
 async def _has_output(proc: subprocess.Popen[str]) -> bool:
@@ -92,49 +171,75 @@ async def test_cancel_and_answer_control_runs(
                   json=demo_input("cli-t4", "cli-r4", steps=5, step_delay_ms=2000))
     out = cli(server, "cancel", "cli-r4", "--wait")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["status"] == "cancelled"
+    assert out.stdout == "run cli-r4: cancelled\n"
+    assert json.loads(cli(server, "cancel", "cli-r4", "--json").stdout)["status"] == "cancelled"
 
     await finished_run(client, "cli-t5", "cli-r5", steps=2, approve_at=[1])
-    out = cli(server, "answer", "cli-t5", "--approve", "--args", '{"target": "edited.py"}')
+    out = cli(server, "answer", "cli-t5", "--approve", "--args", '{"target": "edited.py"}',
+              "--follow")
     assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("approved; continuation run ")
+    assert lines[-1] == "run succeeded"
+    assert any(line.startswith("assistant: ") for line in lines)
+
+    t = (await client.get("/threads/cli-t5")).json()
+    assert t["status"] == "idle" and t["activeRun"] is None
+    effects = [ln for ln in server.effects() if ln.split()[1] == "1"]
+    assert len(effects) == 1
+    tool_results = [m["content"] for m in t["messages"] if m["role"] == "tool"]
+    assert any("edited.py" in r for r in tool_results)
+
+    await finished_run(client, "cli-t6", "cli-r6", steps=2, approve_at=[1])
+    out = cli(server, "answer", "cli-t6", "--deny", "--json")
+    answered = json.loads(out.stdout)
+    assert answered["threadId"] == "cli-t6" and answered["replayed"] is False
 
     async def idle() -> bool:
-        t = (await client.get("/threads/cli-t5")).json()
-        return t["status"] == "idle" and t["activeRun"] is None
+        return bool((await client.get("/threads/cli-t6")).json()["status"] == "idle")
 
     await wait_for(idle)
-    lines = [ln for ln in server.effects() if ln.split()[1] == "1"]
-    assert len(lines) == 1
-    tool_results = [m["content"] for m in (await client.get("/threads/cli-t5")).json()["messages"]
-                    if m["role"] == "tool"]
-    assert any("edited.py" in r for r in tool_results)
+    assert not [ln for ln in server.effects() if ln.split()[0] == answered["runId"]
+                and ln.split()[1] == "1"], "a denied tool never runs"
 
 
 async def test_bad_input_gets_a_clear_error_and_changes_nothing(
         server: ServerProcess, client: httpx.AsyncClient) -> None:
     before = (await client.get("/threads")).json()
-    for args in (("run", "no-such-run"), ("thread", "no-such-thread"),
-                 ("cancel", "no-such-run"), ("runs", "no-such-thread"),
-                 ("answer", "no-such-thread", "--approve")):
-        out = cli(server, *args)
-        assert out.returncode == 1
-        assert "404" in out.stderr and "not_found" in out.stderr
-    out = cli(server, "run", "bad id with spaces")
-    assert out.returncode == 1 and "invalid_request" in out.stderr
-    await finished_run(client, "cli-t6", "cli-r6", steps=1, approve_at=[1])
-    out = cli(server, "answer", "cli-t6", "--approve", "--args", "{not json")
-    assert out.returncode == 1 and "--args is not JSON" in out.stderr
-    out = cli(server, "answer", "cli-t6", "--approve", "--args", "[1, 2]")
-    assert out.returncode == 1 and "JSON object" in out.stderr
-    assert (await client.get("/threads/cli-t6")).json()["status"] == "interrupted"
-    out = cli(None, "threads", url="http://127.0.0.1:9")
-    assert out.returncode == 1 and "cannot reach" in out.stderr
+    for args, code in ((("run", "no-such-run"), "run_not_found"),
+                       (("thread", "no-such-thread"), "thread_not_found"),
+                       (("cancel", "no-such-run"), "run_not_found"),
+                       (("tail", "no-such-run"), "run_not_found"),
+                       (("runs", "no-such-thread"), "thread_not_found"),
+                       (("answer", "no-such-thread", "--approve"), "thread_not_found"),
+                       (("run", "bad id with spaces"), "invalid_request")):
+        one_line_error(cli(server, *args), code)
+    await finished_run(client, "cli-t7", "cli-r7", steps=1, approve_at=[1])
+    for bad, why in (("{not json", "not JSON"), ("[1, 2]", "must be a JSON object")):
+        out = cli(server, "answer", "cli-t7", "--approve", "--args", bad)
+        assert out.returncode == 2 and why in out.stderr and "Traceback" not in out.stderr
+    out = cli(server, "fork", "cli-t7", "--as-of", "no-seq")
+    assert out.returncode == 2 and "RUN_ID:SEQ" in out.stderr
+    assert (await client.get("/threads/cli-t7")).json()["status"] == "interrupted"
+    one_line_error(cli(None, "threads", url="http://127.0.0.1:9"), "unreachable")
     out = subprocess.run([sys.executable, "-m", "outlast.cli.main", "threads", "--status",
                           "bogus"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "invalid choice" in out.stderr
     after = [t for t in (await client.get("/threads")).json()["threads"]
-             if t["threadId"] != "cli-t6"]
+             if t["threadId"] != "cli-t7"]
     assert after == before["threads"]
+
+
+def test_every_command_explains_itself_with_an_example() -> None:
+    out = subprocess.run([sys.executable, "-m", "outlast.cli.main", "--version"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.startswith("outlast ")
+    for command in COMMANDS:
+        out = subprocess.run([sys.executable, "-m", "outlast.cli.main", command, "--help"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0
+        assert f"example:\n  outlast {command}" in out.stdout, out.stdout
+        assert "OUTLAST_URL" in out.stdout and "127.0.0.1:8765" in out.stdout
 
 
 def test_serve_rejects_bad_flags_and_reads_environment(tmp_path: Path) -> None:

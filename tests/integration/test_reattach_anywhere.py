@@ -82,8 +82,8 @@ async def test_a_stream_from_every_seq_folds_in_the_stock_client(served: InProce
 
 
 async def test_a_stream_mid_run_reopens_what_is_open(served: InProcess) -> None:
-    """A running run, followed from inside its open message: the synthesized re-opening
-    comes from the index, then the live events."""
+    """A stream from inside a message that was open there: the synthesized re-opening
+    comes from the index, then the stored events to the end."""
     t, r = uid("t"), uid("r")
     gate = [{"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
             *({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}
@@ -91,7 +91,7 @@ async def test_a_stream_mid_run_reopens_what_is_open(served: InProcess) -> None:
     body = {"threadId": t, "runId": r, "protocolVersion": "1.0",
             "messages": [{"id": "u1", "role": "user", "content": "go"}], "state": {},
             "tools": [], "context": [], "forwardedProps": {"events": gate}}
-    _, live = await collect(served.client, "POST", "/agents/scripted", json=body)
+    await collect(served.client, "POST", "/agents/scripted", json=body)
     _, frames = await collect(served.client, "GET", f"/runs/{r}/events",
                               headers={"Last-Event-ID": "30"})
     synthesized = [f.event["type"] for f in frames if f.id is None]

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from outlast.agent import Agent, AgentError, Capabilities, RunContext
+from outlast.agent import NOT_DONE, Agent, AgentError, Capabilities, RunContext
 from outlast.errors import EffectUncertain
 
 TOOLS = [
@@ -258,7 +258,7 @@ class DemoAgent(Agent):
                 for line in self.effects_log.read_text("utf-8").splitlines():
                     if line.startswith(line_prefix):
                         return f"{tool} finished step {step} (recovered)"
-            return RunContext.NOT_DONE
+            return NOT_DONE
 
         return str(await ctx.effect(
             f"step-{step}", run_tool, reconcile=reconcile if knobs.reconcile else None,

@@ -1,141 +1,243 @@
-"""Inspect and control a running service: threads, runs, tail, cancel, answer."""
+"""``outlast threads|thread|runs|run|tail|cancel|answer|fork``: inspect and control a
+running service, for people, built on ``outlast.client``."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import os
 import sys
-import time
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import httpx
+from outlast.cli.render import (
+    Style,
+    TailPrinter,
+    run_text,
+    runs_table,
+    thread_text,
+    threads_table,
+)
+from outlast.client import Client, OutlastError
+from outlast.client.aio import DEFAULT_URL
+
+# A one-off command gives up quickly on a service that is not there; following a run
+# rides out restarts (G8 resumes the run; the stream resumes after its last seq).
+QUICK_RETRY_FOR = 3.0
+FOLLOW_RETRY_FOR = 300.0
+
+COMMON_HELP = f"""
+Every command takes --url (or OUTLAST_URL, default {DEFAULT_URL}) and --token
+(or OUTLAST_TOKEN), and --json to print the service's JSON instead of text."""
+
+
+def version_text() -> str:
+    """``outlast --version``."""
+    try:
+        return f"outlast {version('outlast')}"
+    except PackageNotFoundError:
+        return "outlast (unknown version)"
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _boundary(text: str) -> tuple[str, int]:
+    run_id, sep, seq = text.rpartition(":")
+    if not sep or not run_id or not seq.isdigit():
+        raise argparse.ArgumentTypeError("must be RUN_ID:SEQ")
+    return run_id, int(seq)
 
 
 def add_commands(sub: Any) -> None:
-    def common(p: Any) -> None:
-        p.add_argument("--url", default=os.environ.get("OUTLAST_URL", "http://127.0.0.1:8765"))
-        p.add_argument("--token", default=os.environ.get("OUTLAST_TOKEN"))
+    """Register the inspect and control commands on ``outlast``'s subparsers."""
 
-    p = sub.add_parser("threads", help="list threads")
-    common(p)
+    def command(name: str, purpose: str, example: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(
+            name, help=purpose, description=purpose + ".",
+            epilog=f"example:\n  {example}\n{COMMON_HELP}",
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--url", default=os.environ.get("OUTLAST_URL", DEFAULT_URL),
+                       help="the service (default: $OUTLAST_URL or %(default)s)")
+        p.add_argument("--token", default=os.environ.get("OUTLAST_TOKEN"),
+                       help="bearer token (default: $OUTLAST_TOKEN)")
+        p.add_argument("--json", action="store_true", help="print JSON, one object a line")
+        return p
+
+    p = command("threads", "List your threads, newest first", "outlast threads --status busy")
     p.add_argument("--status", choices=["idle", "busy", "interrupted", "error"])
-    p = sub.add_parser("thread", help="show a thread's snapshot")
-    common(p)
+    p = command("thread", "Show a thread's conversation, pending approvals and active run",
+                "outlast thread t1")
     p.add_argument("thread_id")
-    p = sub.add_parser("runs", help="list a thread's runs")
-    common(p)
+    p = command("runs", "List a thread's runs, newest first", "outlast runs t1")
     p.add_argument("thread_id")
-    p = sub.add_parser("run", help="show a run")
-    common(p)
+    p = command("run", "Show a run's status, outcome and pending approvals", "outlast run r1")
     p.add_argument("run_id")
-    p = sub.add_parser("tail", help="follow a run's events, resuming across disconnects")
-    common(p)
+    p = command("tail", "Follow a run as it happens, resuming across disconnects and "
+                "restarts", "outlast tail r1 --after 40")
     p.add_argument("run_id")
-    p.add_argument("--after", type=int, default=0)
-    p = sub.add_parser("cancel", help="stop a run")
-    common(p)
+    p.add_argument("--after", type=int, default=0, metavar="SEQ",
+                   help="start after this seq (default: from the start)")
+    p = command("cancel", "Stop a run", "outlast cancel r1 --wait")
     p.add_argument("run_id")
-    p.add_argument("--wait", action="store_true")
-    p = sub.add_parser("answer", help="answer a thread's pending interrupts")
-    common(p)
+    p.add_argument("--wait", action="store_true", help="return once the run has ended")
+    p = command("answer", "Approve or deny a thread's pending tool calls, starting the "
+                "continuation run", "outlast answer t1 --approve --args '{\"target\": "
+                "\"b.py\"}' --follow")
     p.add_argument("thread_id")
     verdict = p.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", action="store_true")
     verdict.add_argument("--deny", action="store_true")
-    p.add_argument("--args", help="edited tool arguments, as a JSON object")
+    p.add_argument("--args", type=_json_object, metavar="JSON",
+                   help="edited tool arguments, as a JSON object")
+    p.add_argument("--interrupt", dest="interrupts", action="append", metavar="ID",
+                   help="answer only this interrupt (repeatable; default: every pending one)")
+    p.add_argument("--follow", action="store_true", help="then tail the continuation run")
+    p = command("fork", "Branch a thread into a new one at a safe boundary",
+                "outlast fork t1 --before-message m7 --thread-id t1-retry")
+    p.add_argument("thread_id")
+    p.add_argument("--thread-id", dest="new_thread_id", metavar="ID",
+                   help="the new thread's id (default: the service picks one)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--as-of", type=_boundary, metavar="RUN_ID:SEQ",
+                       help="the boundary to branch at (default: the latest)")
+    where.add_argument("--before-message", metavar="MESSAGE_ID",
+                       help="the boundary just before this message (edit and regenerate)")
 
 
-class CliError(Exception):
-    pass
-
-
-def _client(ns: Any) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {ns.token}"} if ns.token else {}
-    return httpx.Client(base_url=ns.url, headers=headers, timeout=httpx.Timeout(30, read=None))
-
-
-def _check(resp: httpx.Response) -> Any:
-    if resp.status_code >= 400:
-        try:
-            err = resp.json()["error"]
-            raise CliError(f"{resp.status_code} {err['code']}: {err['message']}")
-        except (ValueError, KeyError, TypeError):
-            raise CliError(f"{resp.status_code}: {resp.text[:200]}") from None
-    return resp.json()
-
-
-def _print(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
-
-
-def _tail(c: httpx.Client, run_id: str, after: int) -> None:
-    backoff = 0.5
-    while True:
-        try:
-            with c.stream("GET", f"/runs/{run_id}/events",
-                          headers={"Last-Event-ID": str(after)}) as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    _check(resp)
-                seq = None
-                for line in resp.iter_lines():
-                    if line.startswith("id: "):
-                        seq = int(line[4:])
-                    elif line.startswith("data: "):
-                        event = json.loads(line[6:])
-                        print(json.dumps({"seq": seq, **event}, ensure_ascii=False), flush=True)
-                        if seq is not None:
-                            after = seq
-                        if event.get("type") in ("RUN_FINISHED", "RUN_ERROR"):
-                            return
-                        seq = None
-                    backoff = 0.5
-            return
-        except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
-            print(f"# connection lost ({exc.__class__.__name__}); resuming after {after}",
-                  file=sys.stderr)
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 10)
-
-
-def run(ns: Any) -> int:
+def run(ns: argparse.Namespace) -> int:
+    """Run one parsed command; the process's exit status (1 for a refusal)."""
+    style = Style.for_stream(sys.stdout)
+    follow = ns.command == "tail" or getattr(ns, "follow", False)
+    handler = _note_reconnects(Style.for_stream(sys.stderr), logging.INFO if follow
+                               else logging.WARNING)
     try:
-        with _client(ns) as c:
-            if ns.command == "threads":
-                params = {"status": ns.status} if ns.status else {}
-                _print(_check(c.get("/threads", params=params)))
-            elif ns.command == "thread":
-                _print(_check(c.get(f"/threads/{ns.thread_id}")))
-            elif ns.command == "runs":
-                _print(_check(c.get(f"/threads/{ns.thread_id}/runs")))
-            elif ns.command == "run":
-                _print(_check(c.get(f"/runs/{ns.run_id}")))
-            elif ns.command == "tail":
-                _tail(c, ns.run_id, ns.after)
-            elif ns.command == "cancel":
-                _print(_check(c.post(f"/runs/{ns.run_id}/cancel",
-                                     params={"wait": "true"} if ns.wait else {})))
-            elif ns.command == "answer":
-                thread = _check(c.get(f"/threads/{ns.thread_id}"))
-                pending = thread.get("interrupts") or []
-                if not pending:
-                    raise CliError("the thread has no pending interrupts")
-                payload: dict[str, Any] = {"approved": bool(ns.approve)}
-                if ns.args:
-                    try:
-                        payload["editedArgs"] = json.loads(ns.args)
-                    except json.JSONDecodeError as exc:
-                        raise CliError(f"--args is not JSON: {exc}") from None
-                    if not isinstance(payload["editedArgs"], dict):
-                        raise CliError("--args must be a JSON object")
-                entries = [{"interruptId": i["id"], "status": "resolved", "payload": payload}
-                           for i in pending]
-                _print(_check(c.post(f"/threads/{ns.thread_id}/resume",
-                                     json={"resume": entries})))
-    except CliError as exc:
-        print(f"outlast: {exc}", file=sys.stderr)
+        with Client(ns.url, ns.token,
+                    retry_for=FOLLOW_RETRY_FOR if follow else QUICK_RETRY_FOR) as client:
+            HANDLERS[ns.command](client, ns, style)
+    except OutlastError as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 1
-    except httpx.TransportError as exc:
-        print(f"outlast: cannot reach {ns.url}: {exc}", file=sys.stderr)
-        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `outlast tail r1 | head`: the reader left; nothing more to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    finally:
+        logging.getLogger("outlast.client").removeHandler(handler)
     return 0
+
+
+def _note_reconnects(style: Style, level: int) -> logging.Handler:
+    """A followed run's reconnections show as a dim note on stderr (a one-off command's
+    retries only as its final error)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(style.dim("note: %(message)s")))
+    log = logging.getLogger("outlast.client")
+    log.addHandler(handler)
+    log.setLevel(level)
+    log.propagate = False
+    return handler
+
+
+def _emit(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False), flush=True)
+
+
+def _threads(c: Client, ns: argparse.Namespace, style: Style) -> None:
+    threads = c.threads(ns.status)
+    if ns.json:
+        for t in threads:
+            _emit(t.raw)
+    elif threads:
+        print(threads_table(threads, style))
+    else:
+        print(style.dim("no threads"))
+
+
+def _thread(c: Client, ns: argparse.Namespace, style: Style) -> None:
+    t = c.thread(ns.thread_id)
+    if ns.json:
+        _emit(t.raw)
+    else:
+        print(thread_text(t, style))
+
+
+def _runs(c: Client, ns: argparse.Namespace, style: Style) -> None:
+    runs = c.runs(ns.thread_id)
+    if ns.json:
+        for r in runs:
+            _emit(r.raw)
+    else:
+        print(runs_table(runs, style))
+
+
+def _run(c: Client, ns: argparse.Namespace, style: Style) -> None:
+    r = c.run_record(ns.run_id)
+    if ns.json:
+        _emit(r.raw)
+    else:
+        print(run_text(r, style))
+
+
+def _tail(c: Client, ns: argparse.Namespace, style: Style) -> None:
+    tail(c, ns.run_id, ns.after, as_json=ns.json, style=style)
+
+
+def tail(c: Client, run_id: str, after: int, *, as_json: bool, style: Style) -> None:
+    """Print the run's stored events after ``after`` until its final event."""
+    printer = TailPrinter(sys.stdout, style)
+    try:
+        for seq, event in c.events(run_id, after):
+            if as_json:
+                _emit({"seq": seq, "event": event})
+            else:
+                printer.event(event)
+    finally:
+        if not as_json:
+            printer.close()
+
+
+def _cancel(c: Client, ns: argparse.Namespace, style: Style) -> None:
+    r = c.cancel(ns.run_id, wait=ns.wait)
+    if ns.json:
+        _emit(r.raw)
+    else:
+        print(f"run {r.run_id}: {r.status if r.final else 'cancelling'}")
+
+
+def _answer(c: Client, ns: argparse.Namespace, style: Style) -> None:
+    handle = c.answer(ns.thread_id, bool(ns.approve), ns.args, interrupts=ns.interrupts)
+    if ns.json:
+        _emit({"runId": handle.run_id, "threadId": handle.thread_id,
+               "replayed": handle.replayed})
+    else:
+        verdict = "approved" if ns.approve else "denied"
+        print(style.dim(f"{verdict}; continuation run {handle.run_id}"))
+    if ns.follow:
+        tail(c, handle.run_id, 0, as_json=ns.json, style=style)
+
+
+def _fork(c: Client, ns: argparse.Namespace, style: Style) -> None:
+    t = c.fork(ns.thread_id, ns.new_thread_id, as_of=ns.as_of,
+               before_message_id=ns.before_message)
+    if ns.json:
+        _emit(t.raw)
+    else:
+        print(f"forked {ns.thread_id} into {t.thread_id} ({len(t.messages)} messages)")
+
+
+HANDLERS: dict[str, Callable[[Client, argparse.Namespace, Style], None]] = {
+    "threads": _threads, "thread": _thread, "runs": _runs, "run": _run, "tail": _tail,
+    "cancel": _cancel, "answer": _answer, "fork": _fork,
+}

@@ -30,11 +30,12 @@ def _add_serve(sub: argparse._SubParsersAction[OneLineParser]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``outlast`` parser: ``serve`` and the client commands."""
-    parser = OneLineParser(prog="outlast", description="Durable AG-UI agent runs.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    _add_serve(sub)
     from outlast.cli import client
 
+    parser = OneLineParser(prog="outlast", description="Durable AG-UI agent runs.")
+    parser.add_argument("--version", action="version", version=client.version_text())
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    _add_serve(sub)
     client.add_commands(sub)
     return parser
 
