@@ -91,7 +91,10 @@ def tables(results: dict[str, Any]) -> list[tuple[str, ...]]:
         "shape", "runs at once", "path", "runs", "events/s", "server µs/event",
         "client µs/event", "event p50 ms", "event p99 ms", "first p50 ms", "first p99 ms",
         "first max ms", "errors", "targets met")]
-    for key, r in results.items():
+    order = sorted(results, key=lambda k: (k.split("/")[0] != "stream", int(k.split("/")[1]),
+                                           k.split("/")[2] != "durable"))
+    for key in order:
+        r = results[key]
         shape, conc, path = key.split("/")
         n = int(conc)
         checks = []
