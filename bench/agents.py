@@ -16,6 +16,7 @@ Register it on a real server with ``outlast serve --agent bench=bench.agents:fac
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from outlast.agent import Agent, Capabilities, RunContext
@@ -91,3 +92,92 @@ class BenchAgent(Agent):
 def factory(settings: Settings | None = None) -> BenchAgent:
     """``--agent bench=bench.agents:factory``."""
     return BenchAgent()
+
+
+# -- paced load: many runs at a model's pace, each event stamped with its emit time ----
+
+STAMP = '"delta":"@'  # how a stamped delta starts in the event's compact JSON
+
+
+def paced_input(thread_id: str, run_id: str, events: int, *, rate: float = 30.0,
+                tokens: int = 20, yield_every: int = 1) -> dict[str, Any]:
+    """A RunAgentInput for the paced agent: ``events`` events at ``rate`` per second
+    (0: as fast as it can, handing the loop back every ``yield_every`` events)."""
+    return {
+        "threadId": thread_id, "runId": run_id, "protocolVersion": "1.0",
+        "messages": [{"id": f"user-{run_id}", "role": "user", "content": "go"}],
+        "state": {}, "tools": [], "context": [],
+        "forwardedProps": {"paced": {"events": events, "rate": rate, "tokens": tokens,
+                                     "yield_every": yield_every}},
+    }
+
+
+def stamp(scheduled: float) -> str:
+    """The delta of a stamped content event: ``@<emit time, s, µs digits>+<lag µs>``,
+    where the lag is how late the agent emits it against its schedule (the model's
+    pace); the client parses it from the frame's bytes without decoding the JSON."""
+    now = time.time()
+    return f"@{now:.6f}+{max(0, int((now - scheduled) * 1e6))}"
+
+
+class PacedAgent(Agent):
+    """Emits ``forwardedProps.paced.events`` events at ``rate`` events/s, each content
+    delta stamped with its emit time (``stamp``); the shape of ``BenchAgent``'s cycle
+    (a streamed message, a tool call with its result, a state delta).
+
+    The pace follows an absolute schedule, as a model's stream does: an agent woken
+    late (a busy event loop) emits what is due at once instead of slowing down."""
+
+    capabilities = Capabilities(description="Benchmark load: emits stamped events at a pace.")
+
+    async def run(self, ctx: RunContext) -> None:
+        raw = ctx.forwarded_props.get("paced") if isinstance(ctx.forwarded_props, dict) \
+            else None
+        k: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        events, rate = int(k.get("events", 300)), float(k.get("rate", 30.0))
+        tokens, yield_every = int(k.get("tokens", 20)), int(k.get("yield_every", 1))
+        interval = 1.0 / rate if rate > 0 else 0.0
+        start = time.time()
+        n = 0
+
+        async def emit(event: dict[str, Any]) -> None:
+            nonlocal n
+            await ctx.emit(event)
+            n += 1
+            if interval:
+                due = start + n * interval
+                delay = due - time.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            elif yield_every and n % yield_every == 0:
+                await asyncio.sleep(0)
+
+        def due() -> float:
+            return start + n * interval if interval else time.time()
+
+        await emit({"type": "STATE_SNAPSHOT", "snapshot": {"progress": 0}})
+        cycle = 0
+        while n < events:
+            cycle += 1
+            mid = f"msg_{ctx.run_id}_{cycle}"
+            await emit({"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"})
+            for _ in range(tokens):
+                await emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": mid,
+                            "delta": stamp(due())})
+            await emit({"type": "TEXT_MESSAGE_END", "messageId": mid})
+            call = f"call_{ctx.run_id}_{cycle}"
+            await emit({"type": "TOOL_CALL_START", "toolCallId": call,
+                        "toolCallName": "lookup", "parentMessageId": mid})
+            await emit({"type": "TOOL_CALL_ARGS", "toolCallId": call,
+                        "delta": f'{{"query": "item {cycle}", "limit": 10}}'})
+            await emit({"type": "TOOL_CALL_END", "toolCallId": call})
+            await emit({"type": "TOOL_CALL_RESULT", "messageId": f"result_{call}",
+                        "toolCallId": call, "role": "tool",
+                        "content": f"found 10 items for item {cycle}"})
+            await emit({"type": "STATE_DELTA", "delta": [
+                {"op": "replace", "path": "/progress", "value": cycle}]})
+
+
+def paced_factory(settings: Settings | None = None) -> PacedAgent:
+    """``--agent paced=bench.agents:paced_factory``."""
+    return PacedAgent()

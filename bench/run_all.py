@@ -1,7 +1,7 @@
 """Run every benchmark, each in its own process, and print their tables and a summary.
 
     python bench/run_all.py            # the full run (a few minutes on 2 cores)
-    python bench/run_all.py --quick    # a short smoke run (≤ 60 s)
+    python bench/run_all.py --quick    # a short smoke run (a few minutes)
     python bench/run_all.py --markdown # also print the tables as Markdown
 
 Each bench also runs alone: ``python -m bench.<name> [--quick]`` from the repository root.
@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ["stream_throughput", "replay", "reattach", "snapshot", "memory"]
+BENCHES = ["stream_throughput", "replay", "reattach", "snapshot", "memory", "latency",
+           "model_pace", "peers"]
 # Benches that print their own report (no --json): restart after a crash, PostgreSQL.
 REPORTING = ["bench_restart", "bench_postgres"]
 

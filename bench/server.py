@@ -6,6 +6,8 @@ the store:
 
 - ``POST /bench/agents/bench`` runs the bench agent and streams its events as they
   are emitted, with no log, no fold, no snapshots: a server without durability.
+  ``POST /bench/agents/paced`` does the same for the paced agent (``bench.latency``,
+  ``bench.model_pace``).
 - ``GET /bench/runs/{run_id}/events?after=N`` streams a finished run's frames,
   encoded once ahead of time and held in memory: replay without reading the log.
 
@@ -24,7 +26,8 @@ import uvicorn
 from fastapi import FastAPI, Query, Request
 from sse_starlette import EventSourceResponse
 
-from bench.agents import BenchAgent
+from bench.agents import BenchAgent, PacedAgent
+from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
 from outlast.config import Settings
 from outlast.engine.runtime import Engine
@@ -66,7 +69,7 @@ class BaselineContext:
         self.wake.set()
 
 
-async def baseline_frames(agent: BenchAgent, body: dict[str, Any]) -> AsyncIterator[str]:
+async def baseline_frames(agent: Agent, body: dict[str, Any]) -> AsyncIterator[str]:
     """The bench agent's events, streamed as emitted; drains everything pending per send."""
     yield retry_preamble()
     ctx = BaselineContext(body)
@@ -100,15 +103,20 @@ async def baseline_frames(agent: BenchAgent, body: dict[str, Any]) -> AsyncItera
         task.cancel()
 
 
-def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent) -> None:
-    """The no-store twins of ``POST /agents/bench`` and ``GET /runs/{id}/events``."""
+def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
+                  paced: PacedAgent | None = None) -> None:
+    """The no-store twins of ``POST /agents/bench`` (and ``/agents/paced``) and
+    ``GET /runs/{id}/events``."""
     encoded: dict[str, list[str]] = {}
+    baselines: dict[str, Agent] = {"bench": agent}
+    if paced is not None:
+        baselines["paced"] = paced
 
-    @app.post("/bench/agents/bench", response_model=None)
-    async def stream_baseline(request: Request) -> EventSourceResponse:
+    @app.post("/bench/agents/{name}", response_model=None)
+    async def stream_baseline(name: str, request: Request) -> EventSourceResponse:
         s = engine.settings
         body = parse_input(await read_json(request, s.max_body_bytes, s.body_timeout), s)
-        return stream_response(baseline_frames(agent, body),
+        return stream_response(baseline_frames(baselines[name], body),
                                headers={"Outlast-Run-Id": body["runId"],
                                         "Outlast-Thread-Id": body["threadId"]},
                                keepalive_seconds=s.keepalive)
@@ -139,10 +147,11 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent) -> None:
 async def serve(data_dir: Path, synchronous: str) -> None:
     settings = Settings(data_dir=data_dir, port=0, sqlite_synchronous=synchronous)
     store = open_store(None, data_dir, sqlite_synchronous=synchronous)
-    agent = BenchAgent()
-    engine = Engine(settings, store, {"bench": agent, "demo": DemoAgent(settings.workspace)})
+    agent, paced = BenchAgent(), PacedAgent()
+    engine = Engine(settings, store, {"bench": agent, "paced": paced,
+                                      "demo": DemoAgent(settings.workspace)})
     app = create_app(engine)
-    add_baselines(app, engine, agent)
+    add_baselines(app, engine, agent, paced)
     # The HTTP stack of ``outlast serve`` (h11, as it configures uvicorn).
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", http="h11",
                             lifespan="on", access_log=False, timeout_graceful_shutdown=1)
