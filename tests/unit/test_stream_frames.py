@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 
-from outlast.engine.hub import CACHE_EVENTS, Hub, RunFeed
+from outlast.engine.hub import CACHE_BYTES, CACHE_EVENTS, Hub, RunFeed
 from outlast.http.frames import SSE_TEMPLATE, frame, retry_preamble
 from outlast.http.streams import is_legacy, legacy_body
 from outlast.store.base import StoredEvent
@@ -69,16 +69,30 @@ def test_the_live_cache_stays_bounded_however_many_events_pass() -> None:
     total = CACHE_EVENTS * 20
     for seq in range(1, total + 1):
         feed.advance([stored(seq)], seq, False)
-    assert len(feed.cache) == CACHE_EVENTS
+    # Commits of one event each (a model's pace): older ones are kept up to the byte budget.
+    assert feed.cache_bytes <= CACHE_BYTES
+    assert feed.cache_bytes == sum(len(e.body) for e in feed.cache)
+    kept = len(feed.cache)
+    assert 0 < kept < CACHE_EVENTS
     assert feed.last_seq == total
     # Recent events come from the cache; older ones are the log's job (None).
     tail = feed.cached_after(total - 10, 1000)
     assert tail is not None and [e.seq for e in tail] == list(range(total - 9, total + 1))
-    assert feed.cached_after(total - CACHE_EVENTS - 1, 10) is None
+    assert feed.cached_after(total - kept - 1, 10) is None
     assert feed.cached_after(total, 10) is None
-    page = feed.cached_after(total - CACHE_EVENTS, 5)
-    assert page is not None and [e.seq for e in page] == list(range(total - CACHE_EVENTS + 1,
-                                                                    total - CACHE_EVENTS + 6))
+    page = feed.cached_after(total - kept, 5)
+    assert page is not None and [e.seq for e in page] == list(range(total - kept + 1,
+                                                                    total - kept + 6))
+
+
+def test_the_latest_commit_stays_cached_whole_up_to_the_count_limit() -> None:
+    feed = RunFeed()
+    feed.advance([stored(s) for s in range(1, 501)], 500, False)
+    assert len(feed.cache) == 500 and feed.cache_bytes > CACHE_BYTES  # subscribers at the edge
+    feed.advance([stored(s) for s in range(501, 501 + CACHE_EVENTS * 2)],
+                 500 + CACHE_EVENTS * 2, False)
+    assert len(feed.cache) == CACHE_EVENTS
+    assert feed.cache[-1].seq == 500 + CACHE_EVENTS * 2
 
 
 def test_a_gap_in_published_events_restarts_the_cache() -> None:

@@ -14,30 +14,42 @@ from collections.abc import Iterator
 
 from outlast.store.base import StoredEvent
 
-# Covers the largest batch one run can commit (its execution waits for the writer past
-# 2,000 uncommitted events), so a subscriber at the live edge never reads the log.
-CACHE_EVENTS = 2048
+CACHE_EVENTS = 1024
+"""At most this many recent events per feed: a run's commit is rarely larger (the writer
+shares about a thousand events a commit among the runs writing)."""
+CACHE_BYTES = 16 << 10
+"""Older commits' events are kept only up to this many bytes of JSON per feed, so that a
+running run costs little whatever its pace (a subscriber that fell behind reads the log);
+the latest commit's events are always kept, for the subscribers at the live edge."""
 
 
 class RunFeed:
     """The live edge of one run: last committed seq, final flag, recent events."""
 
-    __slots__ = ("_changed", "cache", "final", "holders", "last_seq")
+    __slots__ = ("_changed", "cache", "cache_bytes", "final", "holders", "last_seq")
 
     def __init__(self) -> None:
         self.last_seq = 0
         self.final = False
-        self.cache: deque[StoredEvent] = deque(maxlen=CACHE_EVENTS)
+        self.cache: deque[StoredEvent] = deque()
+        self.cache_bytes = 0
         self._changed = asyncio.Event()
         self.holders = 0
 
     def advance(self, events: list[StoredEvent], last_seq: int, final: bool) -> None:
-        for ev in events:
-            if not self.cache or ev.seq == self.cache[-1].seq + 1:
-                self.cache.append(ev)
-            else:  # a gap (events published by another process): restart the cache
-                self.cache.clear()
-                self.cache.append(ev)
+        cache = self.cache
+        if events:
+            if cache and events[0].seq != cache[-1].seq + 1:
+                # A gap (events published by another process): restart the cache.
+                cache.clear()
+                self.cache_bytes = 0
+            first = events[0].seq
+            for ev in events:
+                cache.append(ev)
+                self.cache_bytes += len(ev.body)
+            while cache and (len(cache) > CACHE_EVENTS or (
+                    self.cache_bytes > CACHE_BYTES and cache[0].seq < first)):
+                self.cache_bytes -= len(cache.popleft().body)
         if last_seq > self.last_seq:
             self.last_seq = last_seq
         self.final = self.final or final

@@ -19,8 +19,13 @@ from outlast.store.base import FinishWrite, RunWrite, SnapshotWrite, Store, Stor
 
 log = logging.getLogger("outlast.writer")
 
-HIGH_WATER = 2000
-"""A run whose uncommitted backlog passes this waits for the writer (bounds memory, G10)."""
+HIGH_WATER = 500
+"""A run whose uncommitted backlog passes this waits for the writer (bounds memory, G10,
+and how far an agent runs ahead of what its readers can see)."""
+COMMIT_EVENTS = 1000
+"""About how many events one commit takes, shared fairly among the runs writing."""
+MIN_SHARE = 64
+"""The least a run writing gets into a commit, however many runs write."""
 
 
 def merge_snapshots(snapshots: list[SnapshotWrite]) -> SnapshotWrite:
@@ -160,19 +165,19 @@ class Writer:
                 continue
             channels = list(self._dirty.values())
             self._dirty.clear()
+            # A commit's size is bounded so that it takes milliseconds, not a backlog's
+            # worth of time: every run gets a fair share, and what is left over goes in
+            # the next commit, right after this one (latency over batch size).
+            share = max(MIN_SHARE, COMMIT_EVENTS // len(channels))
             writes: list[RunWrite] = []
             waiters: list[list[asyncio.Future[None]]] = []
             for ch in channels:
-                writes.append(RunWrite(
-                    rid=ch.rid, tid=ch.tid, run_id=ch.run_id, attempt=ch.attempt,
-                    instance=ch.instance, prev_seq=ch.committed_seq, events=ch.events,
-                    constructs=ch.constructs,
-                    snapshot=merge_snapshots(ch.snapshots) if ch.snapshots else None,
-                    finish=ch.finish,
-                ))
-                waiters.append(ch.waiters)
-                ch.events, ch.snapshots, ch.finish, ch.waiters = [], [], None, []
-                ch.constructs = []
+                writes.append(self._take(ch, share))
+                if ch.pending:
+                    waiters.append([])  # flushes wait for everything queued so far
+                else:
+                    waiters.append(ch.waiters)
+                    ch.waiters = []
             try:
                 fenced = await self._store.write(writes)
             except Exception as exc:  # the store failed: every waiter learns it
@@ -204,3 +209,28 @@ class Writer:
                 for fut in ws:
                     if not fut.done():
                         fut.set_result(None)
+                if ch.pending and not ch.fenced:
+                    self._mark(ch)  # the rest of its backlog: next commit
+
+    @staticmethod
+    def _take(ch: RunChannel, share: int) -> RunWrite:
+        """The next write of ``ch``: up to ``share`` events, with the snapshots, construct
+        changes and end that belong to them (a snapshot goes with the events it is as
+        of; the end only with the last of them)."""
+        events, ch.events = ch.events[:share], ch.events[share:]
+        if ch.events:
+            upto = events[-1][0]
+            snapshots = [x for x in ch.snapshots if x.as_of_seq <= upto]
+            ch.snapshots = [x for x in ch.snapshots if x.as_of_seq > upto]
+            constructs = [c for c in ch.constructs if c[0] <= upto]
+            ch.constructs = [c for c in ch.constructs if c[0] > upto]
+            finish = None
+        else:
+            snapshots, constructs, finish = ch.snapshots, ch.constructs, ch.finish
+            ch.snapshots, ch.constructs, ch.finish = [], [], None
+        return RunWrite(
+            rid=ch.rid, tid=ch.tid, run_id=ch.run_id, attempt=ch.attempt,
+            instance=ch.instance, prev_seq=ch.committed_seq, events=events,
+            constructs=constructs,
+            snapshot=merge_snapshots(snapshots) if snapshots else None, finish=finish,
+        )

@@ -31,7 +31,7 @@ run must close them. What the client does with the re-opening events (1.0.0 sour
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 Event = dict[str, Any]
@@ -181,7 +181,9 @@ def construct_row(key: Key, construct: OpenConstruct | None) -> tuple[str, str |
     ckey = json.dumps(list(key), separators=(",", ":"), ensure_ascii=False)
     if construct is None:
         return ckey, None
-    return ckey, json.dumps(asdict(construct), separators=(",", ":"), ensure_ascii=False)
+    body = {"reopen": construct.reopen, "close": construct.close, "lane": construct.lane,
+            "chunked": construct.chunked}
+    return ckey, json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
 def decode(rows: list[tuple[str, str]]) -> dict[Key, OpenConstruct]:

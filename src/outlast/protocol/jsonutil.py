@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonpatch
 import jsonpointer
+import orjson
 
 # Everything a malformed or non-applicable patch can raise.
 PATCH_ERRORS = (
@@ -21,11 +22,18 @@ PATCH_ERRORS = (
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # stateless; built once
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON: the encoding of the event log, snapshots and the wire."""
-    return _JSON.encode(value)
+    """Compact JSON: the encoding of the event log, snapshots and the wire.
+
+    orjson on the hot path (every event is encoded once); the standard library for
+    what orjson refuses (integers past 64 bits, say), so anything JSON-able encodes."""
+    try:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
+    except TypeError:
+        return _JSON.encode(value)
 
 
 def clone_json(value: Any) -> Any:

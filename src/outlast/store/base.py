@@ -11,7 +11,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from outlast.store.notifications import Notification
 
@@ -142,9 +142,10 @@ class ThreadView:
         return candidates[0] if candidates else None
 
 
-@dataclass(frozen=True)
-class StoredEvent:
-    """One committed event: its ``seq``, whether the run was at a boundary after it, its JSON."""
+class StoredEvent(NamedTuple):
+    """One committed event: its ``seq``, whether the run was at a boundary after it, its JSON.
+
+    A named tuple: the write path makes one per committed event."""
 
     seq: int
     boundary: bool

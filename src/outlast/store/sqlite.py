@@ -50,19 +50,22 @@ class _Conn:
     def _params(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
         return {k: params.get(k) for k in self._q[name].params}
 
+    # One trip to the connection's thread per statement: execute and fetch together, and
+    # no separate close (a finished cursor holds nothing). Each trip costs a thread
+    # wake-up both ways, which at a model's pace is most of a commit.
     async def one(self, name: str, **params: Any) -> Row | None:
-        async with self._db.execute(self._q[name].sql, self._params(name, params)) as cur:
-            row = await cur.fetchone()
-        return None if row is None else dict(row)
+        rows = await self._db.execute_fetchall(self._q[name].sql, self._params(name, params))
+        for row in rows:
+            return dict(row)
+        return None
 
     async def all(self, name: str, **params: Any) -> list[Row]:
-        async with self._db.execute(self._q[name].sql, self._params(name, params)) as cur:
-            rows = await cur.fetchall()
+        rows = await self._db.execute_fetchall(self._q[name].sql, self._params(name, params))
         return [dict(r) for r in rows]
 
     async def run(self, name: str, **params: Any) -> int:
-        async with self._db.execute(self._q[name].sql, self._params(name, params)) as cur:
-            return cur.rowcount
+        cursor = await self._db.execute(self._q[name].sql, self._params(name, params))
+        return cursor.rowcount
 
     async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
         query = self._q[name]
