@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     from outlast.cli import client
 
     client.add_commands(sub)
+    from outlast.cli import gc
+
+    gc.add_command(sub)
     return parser
 
 
@@ -53,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(2) from None
         serve(settings)
         return
+    if ns.command == "gc":
+        from outlast.cli import gc
+
+        sys.exit(gc.run(ns))
     from outlast.cli import client
 
     sys.exit(client.run(ns))
