@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     event_retention: float | None = setting(None, "remove the events of runs final for "
                                             "longer than this; default: keep them",
                                             unit="seconds", metavar="S", gt=0)
+    admins: list[str] = setting(help="a principal of --tokens-file allowed to run "
+                                "`outlast gc` through this server (repeatable); without "
+                                "--tokens-file the local principal is", metavar="PRINCIPAL",
+                                default_factory=list, flag="--admin", env="OUTLAST_ADMINS")
     # Limits.
     max_body_bytes: int = setting(1 << 20, "largest request body; larger gets 413",
                                   unit="bytes", metavar="N", ge=1)

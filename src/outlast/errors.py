@@ -139,3 +139,16 @@ class MissingDependency(OutlastError):
             package=package,
             extra=extra,
         )
+
+
+class RunCompacted(OutlastError):
+    """Retention removed the run's events (SPEC §6); its record and the thread's
+    snapshot remain."""
+
+    code = "run_compacted"
+
+
+class Forbidden(OutlastError):
+    """The caller is known but may not do this (an admin operation, say)."""
+
+    code = "forbidden"

@@ -47,6 +47,7 @@ OPERATIONS = [
     ("GET", "/runs/{run_id}"),
     ("GET", "/runs/{run_id}/events"),
     ("POST", "/runs/{run_id}/cancel"),
+    ("POST", "/admin/gc"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),

@@ -19,7 +19,7 @@ async def test_cancelled_reads_and_writes_leave_every_connection_usable(tmp_path
         for _ in range(300):
             tasks = [asyncio.create_task(store.list_threads("owner", None, 10, None))
                      for _ in range(3)]
-            tasks.append(asyncio.create_task(store.prune(0.0, None)))
+            tasks.append(asyncio.create_task(store.prune(0.0)))
             for _ in range(rng.randrange(5)):
                 await asyncio.sleep(0)
             for task in tasks:
@@ -31,7 +31,7 @@ async def test_cancelled_reads_and_writes_leave_every_connection_usable(tmp_path
                     failures.append(result)
         assert failures == []
         # Both the writer and the reader still work afterwards.
-        await store.prune(0.0, None)
+        await store.prune(0.0)
         assert (await store.list_threads("owner", None, 10, None)).threads == []
     finally:
         await store.close()

@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     _add_serve(sub)
     client.add_commands(sub)
+    from outlast.cli import gc
+
+    gc.add_command(sub)
     return parser
 
 
@@ -54,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(2) from None
         serve(settings)
         return
+    if ns.command == "gc":
+        from outlast.cli import gc
+
+        sys.exit(gc.run(ns))
     from outlast.cli import client
 
     sys.exit(client.run(ns))

@@ -17,6 +17,7 @@ log = logging.getLogger("outlast.http")
 
 STATUS: dict[str, int] = {
     "unauthorized": 401,
+    "forbidden": 403,
     "not_found": 404,
     "run_not_found": 404,
     "thread_not_found": 404,
@@ -30,6 +31,7 @@ STATUS: dict[str, int] = {
     "invalid_request": 422,
     "resume_incomplete": 422,
     "invalid_last_event_id": 400,
+    "run_compacted": 410,
     "payload_too_large": 413,
     "request_timeout": 408,
     "headers_too_large": 431,

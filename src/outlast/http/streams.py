@@ -12,6 +12,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from outlast.errors import RunCompacted
 from outlast.http.frames import SSE_TEMPLATE, frame, is_preamble, retry_preamble, synthesized
 from outlast.protocol import constructs, events
 from outlast.protocol.jsonutil import dumps
@@ -57,6 +58,14 @@ class RunStream:
     """Replays a run's log after a seq and follows it live until its final event."""
 
     def __init__(self, engine: Engine, run: RunRecord, *, legacy: bool) -> None:
+        """Raises RunCompacted (410) for a run whose events retention removed: made
+        before the response starts, so both ``GET /runs/{id}/events`` and a retried
+        ``POST`` that attaches to such a run are refused, never served part of a log."""
+        if run.compacted_at is not None:
+            raise RunCompacted(
+                f"the events of run {run.id!r} were removed by the retention policy "
+                f"(--event-retention, outlast gc); its record (GET /runs/{run.id}) and "
+                "its thread's snapshot remain", runId=run.id, compactedAt=run.compacted_at)
         self.engine = engine
         self.run = run
         self.legacy = legacy
@@ -85,6 +94,8 @@ class RunStream:
         async with engine.watch(self.run) as feed:
             yield retry_preamble()
             run = await engine.reread(self.run) or self.run
+            if run.compacted_at is not None:
+                return  # compacted since the request was read: a retry gets the 410
             final = engine.is_final(run)
             last = max(run.last_seq, feed.last_seq)
             if synthesize_start if synthesize_start is not None else after > 0:
@@ -126,7 +137,7 @@ class RunStream:
                 if feed.last_seq <= cursor and not feed.final:
                     # No wake-up: the log is the truth (hints can be lost across processes).
                     current = await engine.reread(run)
-                    if current is None:
+                    if current is None or current.compacted_at is not None:
                         return
                     last = current.last_seq
                     final = engine.is_final(current)

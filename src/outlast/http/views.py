@@ -36,6 +36,7 @@ def run_view(run: RunRecord, interrupts: list[InterruptRecord]) -> dict[str, Any
         "finishedAt": run.finished_at, "attempts": run.attempts, "lastSeq": run.last_seq,
         "outcome": run.outcome, "error": run.error,
         "cancelRequested": run.cancel_requested,
+        "compactedAt": run.compacted_at,
         "interrupts": [interrupt_view(i) for i in interrupts if i.status == "pending"],
     }
 

@@ -71,6 +71,8 @@ class RunRecord:
     lease_owner: str | None
     lease_expires_at: float | None
     cancel_requested: bool
+    # When retention removed its events (SPEC §6); None while they are kept.
+    compacted_at: float | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
@@ -84,6 +86,7 @@ class RunRecord:
             outcome=_loads(row["outcome"]), error=_loads(row["error"]),
             lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
             cancel_requested=bool(row["cancel_requested"]),
+            compacted_at=row.get("compacted_at"),
         )
 
 
@@ -412,8 +415,8 @@ class Store(ABC):
 
     # -- upkeep ----------------------------------------------------------
     @abstractmethod
-    async def prune(self, idempotency_before: float, events_before: float | None) -> None:
-        """Drop idempotency records and (optionally) events past their retention."""
+    async def prune(self, idempotency_before: float) -> None:
+        """Drop idempotency records past their retention (events: ``compact``)."""
 
     # -- notifications (hints; the log stays the source of truth) ---------
     @abstractmethod
@@ -423,3 +426,36 @@ class Store(ABC):
     @abstractmethod
     async def notify(self, notification: Notification) -> None:
         """Send a hint to every listener of every process sharing this store."""
+
+    # -- retention (SPEC §6) ------------------------------------------------
+    @abstractmethod
+    async def compact(self, before: float, now: float, max_runs: int,
+                      max_events: int) -> Freed | None:
+        """One batch of retention, in one short transaction: remove the events of up
+        to ``max_runs`` runs final since before ``before`` (about ``max_events`` events
+        at most; a longer log goes over several batches) and mark the runs compacted at
+        ``now``. What it freed, or None when nothing is left to do."""
+
+    @abstractmethod
+    async def compactable(self, before: float) -> Freed:
+        """What compacting every run final since before ``before`` would free; changes
+        nothing (``outlast gc --dry-run``)."""
+
+    @abstractmethod
+    async def reclaim(self) -> None:
+        """Give space freed by ``compact`` back, a bounded amount per call, without
+        holding writers up for long."""
+
+
+@dataclass(frozen=True)
+class Freed:
+    """What retention removed (or would): runs compacted, their events, and the bytes
+    of those events' bodies (UTF-8)."""
+
+    runs: int = 0
+    events: int = 0
+    bytes: int = 0
+
+    def __add__(self, other: Freed) -> Freed:
+        return Freed(self.runs + other.runs, self.events + other.events,
+                     self.bytes + other.bytes)

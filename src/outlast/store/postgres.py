@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ import asyncpg
 from outlast.store.base import (
     AdmitRequest,
     AdmitResult,
+    Freed,
     RunRecord,
     RunWrite,
 )
@@ -38,6 +40,8 @@ MIGRATION_LOCK = 0x6F75746C617374
 DEADLOCK_RETRIES = 5
 LISTEN_PING = 10.0
 LISTEN_APPLICATION = "outlast-listen"  # how the LISTEN connection shows in pg_stat_activity
+# Retention: least time between two VACUUMs of the events table by this process.
+VACUUM_EVERY = 10.0
 
 
 class _Conn:
@@ -92,6 +96,8 @@ class PostgresStore(SqlStore):
         self._dispatcher: asyncio.Task[None] | None = None
         self._outbox: list[tuple[str, str, asyncio.Future[None]]] = []
         self._sender: asyncio.Task[None] | None = None
+        self._compacted = False  # events removed since this process last vacuumed
+        self._vacuumed = 0.0
 
     @property
     def exclusive(self) -> bool:
@@ -276,3 +282,24 @@ class PostgresStore(SqlStore):
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+    # -- retention (SPEC §6) ------------------------------------------------
+    async def compact(self, before: float, now: float, max_runs: int,
+                      max_events: int) -> Freed | None:
+        freed = await SqlStore.compact(self, before, now, max_runs, max_events)
+        if freed is not None and freed.events:
+            self._compacted = True
+        return freed
+
+    async def reclaim(self) -> None:
+        """VACUUM the events table now and then, so the space of removed events is
+        reused at once instead of after autovacuum's next round (the table stays
+        bounded). Plain VACUUM blocks no reader or writer; SKIP_LOCKED: when another
+        process is vacuuming it, this one does not wait."""
+        if not self._compacted or time.monotonic() - self._vacuumed < VACUUM_EVERY:
+            return
+        assert self._pool is not None, "store is not open"
+        self._compacted = False
+        self._vacuumed = time.monotonic()
+        async with self._pool.acquire() as con:
+            await con.execute("VACUUM (SKIP_LOCKED) events")

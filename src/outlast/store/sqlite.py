@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import logging
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -22,6 +23,18 @@ from outlast.errors import OutlastError
 from outlast.store.notifications import Notification
 from outlast.store.sql import Query
 from outlast.store.sqlstore import Row, SqlStore, UniqueViolation
+
+log = logging.getLogger("outlast.store.sqlite")
+
+# Retention (SPEC §6). Free pages handed back to the file system per reclaim() (4 KiB
+# each): about a millisecond of the writer's time.
+RECLAIM_PAGES = 512
+# The -wal file is cut back to this after a checkpoint: a burst of writes must not
+# leave it large for good.
+WAL_LIMIT = 16 << 20
+# A file written before incremental vacuum is converted at open (one VACUUM, which
+# rewrites it) only up to this size; a larger one says how to convert it.
+CONVERT_LIMIT = 256 << 20
 
 
 class DataDirLocked(OutlastError):
@@ -112,7 +125,11 @@ class SQLiteStore(SqlStore):
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)
         db.row_factory = sqlite3.Row
+        # Before journal_mode, which writes the file's first page: a new file takes
+        # incremental vacuum only then (for an older one see _convert_vacuum).
+        await db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
         await db.execute(f"PRAGMA synchronous={self.synchronous}")
         await db.execute("PRAGMA foreign_keys=ON")
         await db.execute("PRAGMA busy_timeout=5000")
@@ -135,10 +152,45 @@ class SQLiteStore(SqlStore):
         self._take_dir_lock()
         self._writer = await self._connect()
         await self._migrate()
+        await self._convert_vacuum(self._writer)
         for _ in range(self._n_readers):
             reader = await self._connect()
             self._all_readers.append(reader)
             self._readers.put_nowait(reader)
+
+    async def _convert_vacuum(self, db: aiosqlite.Connection) -> None:
+        """Give a file made before retention reclaimed space incremental vacuum (SPEC §6:
+        the database stays bounded). That takes one VACUUM, which rewrites the file:
+        done at open for a small file, before any reader exists; a large one keeps
+        reusing its free pages, and the log says how to convert it."""
+        async with db.execute("PRAGMA auto_vacuum") as cur:
+            row = await cur.fetchone()
+        if row is None or row[0] != 0:
+            return
+        size = self.path.stat().st_size
+        if size > CONVERT_LIMIT:
+            log.warning("%s does not return freed space to the file system (made before "
+                        "incremental vacuum); to convert it, stop the server and run: "
+                        "sqlite3 %s 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM'",
+                        self.path, self.path)
+            return
+        log.info("converting %s to incremental vacuum (%d bytes)", self.path, size)
+        await db.executescript("PRAGMA auto_vacuum=INCREMENTAL; VACUUM")
+
+    async def reclaim(self) -> None:
+        """Hand up to RECLAIM_PAGES free pages back to the file system. The WAL needs
+        nothing here: the writer's automatic checkpoints copy it back, and
+        journal_size_limit cuts the file down after them (an explicit checkpoint under
+        the write lock would hold live runs' commits up for its fsync)."""
+        assert self._writer is not None, "store is not open"
+        async with self._write_lock:
+            db = self._writer
+            if db.in_transaction:
+                await _settle(db)
+            with anyio.CancelScope(shield=True):
+                # executescript: the pragma frees one page per step, and only
+                # sqlite3_exec steps it to the end.
+                await db.executescript(f"PRAGMA incremental_vacuum({RECLAIM_PAGES})")
 
     @asynccontextmanager
     async def _migration_lock(self) -> AsyncIterator[None]:

@@ -111,11 +111,6 @@ VALUES (:owner, :key, :rid, :fingerprint, :now);
 -- Forget idempotency keys older than the retention.
 DELETE FROM idempotency WHERE created_at < :cutoff;
 
--- name: events_prune
--- Drop the events of runs that ended before the cutoff.
-DELETE FROM events WHERE rid IN (
-    SELECT rid FROM runs WHERE finished_at IS NOT NULL AND finished_at < :cutoff);
-
 -- name: run_release_lease
 -- Give a run up so another process resumes it at once (clean shutdown).
 UPDATE runs SET lease_owner = NULL, lease_expires_at = 0, attempts = attempts - 1
@@ -234,3 +229,38 @@ WHERE rid = :rid AND opened_seq <= :after
                              WHERE rid = :rid AND seq <= :after AND boundary = 1
                              ORDER BY seq DESC LIMIT 1), 0)
 ORDER BY opened_seq, ord;
+
+-- retention --
+-- SPEC §6: the events of runs final for longer than the window go, in batches of
+-- short transactions; the run records and the thread snapshots stay. Queries that
+-- take a JSON array of rids or count bytes are spelled per dialect.
+
+-- name: runs_compactable
+-- Final runs whose events are still kept and that ended before the cutoff, oldest first.
+SELECT rid, last_seq FROM runs
+WHERE compacted_at IS NULL AND finished_at IS NOT NULL AND finished_at < :cutoff
+ORDER BY finished_at LIMIT :limit;
+
+-- name: compacting_next
+-- A compacted run whose events are not all removed yet.
+SELECT rid FROM compacting ORDER BY rid LIMIT 1;
+
+-- name: compacting_insert
+-- Remember a compacted run whose events go over several batches.
+INSERT INTO compacting (rid) VALUES (:rid);
+
+-- name: compacting_delete
+-- Forget a compacted run once its last event is gone.
+DELETE FROM compacting WHERE rid = :rid;
+
+-- name: events_first_seq
+-- The first event a run still has (NULL when none).
+SELECT MIN(seq) AS seq FROM events WHERE rid = :rid;
+
+-- name: events_delete_upto
+-- Remove a run's events up to a seq (one batch of a long log).
+DELETE FROM events WHERE rid = :rid AND seq <= :upto;
+
+-- name: constructs_delete_upto
+-- Remove the construct index of a compacted run's events up to a seq.
+DELETE FROM constructs WHERE rid = :rid AND opened_seq <= :upto;

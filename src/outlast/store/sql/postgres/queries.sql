@@ -93,3 +93,50 @@ SELECT MAX(seq) AS last_seq, COUNT(*) AS n,
            AS text
 FROM (SELECT seq, body FROM events WHERE rid = :rid AND seq > :after
       ORDER BY seq LIMIT :limit) page;
+
+-- retention --
+
+-- name: runs_compactable
+-- Final runs whose events are still kept, oldest first; SKIP LOCKED: processes
+-- collecting at once take different runs and never wait (final runs are locked
+-- by nothing else).
+SELECT rid, last_seq FROM runs
+WHERE compacted_at IS NULL AND finished_at IS NOT NULL AND finished_at < :cutoff
+ORDER BY finished_at LIMIT :limit
+FOR NO KEY UPDATE SKIP LOCKED;
+
+-- name: compacting_next
+-- A compacted run whose events are not all removed yet, one no other process sweeps.
+SELECT rid FROM compacting ORDER BY rid LIMIT 1 FOR UPDATE SKIP LOCKED;
+
+-- name: runs_mark_compacted
+-- Mark runs (a JSON array of rids) compacted: their events answer 410 from now on.
+UPDATE runs SET compacted_at = :now
+WHERE rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint)
+  AND compacted_at IS NULL;
+
+-- name: events_measure_runs
+-- How many events the runs (a JSON array of rids) have, and their bytes.
+SELECT COUNT(*) AS events, COALESCE(SUM(octet_length(body)), 0) AS bytes
+FROM events WHERE rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint);
+
+-- name: events_delete_runs
+-- Remove every event of the runs (a JSON array of rids).
+DELETE FROM events
+WHERE rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint);
+
+-- name: events_measure_upto
+-- How many events a run has up to a seq, and their bytes.
+SELECT COUNT(*) AS events, COALESCE(SUM(octet_length(body)), 0) AS bytes
+FROM events WHERE rid = :rid AND seq <= :upto;
+
+-- name: retention_preview
+-- What removing the events of runs final before the cutoff would free (a dry run),
+-- with what is left of runs compacted over several batches.
+SELECT COUNT(DISTINCT r.rid) AS runs, COUNT(e.rid) AS events,
+       COALESCE(SUM(octet_length(e.body)), 0) AS bytes
+FROM runs r LEFT JOIN events e ON e.rid = r.rid
+WHERE r.compacted_at IS NULL AND r.finished_at IS NOT NULL AND r.finished_at < :cutoff
+UNION ALL
+SELECT 0, COUNT(*), COALESCE(SUM(octet_length(body)), 0)
+FROM events WHERE rid IN (SELECT rid FROM compacting);

@@ -61,3 +61,35 @@ SELECT rid FROM runs WHERE rid = :rid AND lease_owner = :instance AND attempts =
 SELECT MAX(seq) AS last_seq, COUNT(*) AS n,
        group_concat(:head || seq || :sep || body || :tail, '') AS text
 FROM (SELECT seq, body FROM events WHERE rid = :rid AND seq > :after ORDER BY seq LIMIT :limit);
+
+-- retention --
+
+-- name: runs_mark_compacted
+-- Mark runs (a JSON array of rids) compacted: their events answer 410 from now on.
+UPDATE runs SET compacted_at = :now
+WHERE rid IN (SELECT value FROM json_each(:rids)) AND compacted_at IS NULL;
+
+-- name: events_measure_runs
+-- How many events the runs (a JSON array of rids) have, and their bytes.
+SELECT COUNT(*) AS events, COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) AS bytes
+FROM events WHERE rid IN (SELECT value FROM json_each(:rids));
+
+-- name: events_delete_runs
+-- Remove every event of the runs (a JSON array of rids).
+DELETE FROM events WHERE rid IN (SELECT value FROM json_each(:rids));
+
+-- name: events_measure_upto
+-- How many events a run has up to a seq, and their bytes.
+SELECT COUNT(*) AS events, COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) AS bytes
+FROM events WHERE rid = :rid AND seq <= :upto;
+
+-- name: retention_preview
+-- What removing the events of runs final before the cutoff would free (a dry run),
+-- with what is left of runs compacted over several batches.
+SELECT COUNT(DISTINCT r.rid) AS runs, COUNT(e.rid) AS events,
+       COALESCE(SUM(LENGTH(CAST(e.body AS BLOB))), 0) AS bytes
+FROM runs r LEFT JOIN events e ON e.rid = r.rid
+WHERE r.compacted_at IS NULL AND r.finished_at IS NOT NULL AND r.finished_at < :cutoff
+UNION ALL
+SELECT 0, COUNT(*), COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0)
+FROM events WHERE rid IN (SELECT rid FROM compacting);
