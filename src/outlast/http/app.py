@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.staticfiles import StaticFiles
 
 from outlast.engine.runtime import Engine
-from outlast.http import errors, routes_agents, routes_runs, routes_threads
+from outlast.http import errors, routes_agents, routes_fork, routes_runs, routes_threads
 from outlast.http.auth import Principals
 from outlast.http.body import HeaderLimit
 from outlast.http.deps import Owner
@@ -51,6 +51,7 @@ def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
     app.include_router(routes_agents.router)
     app.include_router(routes_threads.router)
     app.include_router(routes_runs.router)
+    app.include_router(routes_fork.router)
 
     @app.get("/healthz", summary="Liveness", tags=["ops"])
     async def healthz() -> dict[str, Any]:

@@ -162,8 +162,9 @@ SELECT * FROM interrupts WHERE tid = :tid AND status = 'pending' ORDER BY raised
 SELECT * FROM interrupts WHERE tid = :tid ORDER BY raised;
 
 -- name: interrupts_for_run
--- Every interrupt a run raised.
-SELECT * FROM interrupts WHERE rid = :rid ORDER BY raised;
+-- Every interrupt a run raised, on its own thread (a fork's copies stay the fork's).
+SELECT * FROM interrupts WHERE rid = :rid AND tid = (SELECT tid FROM runs WHERE rid = :rid)
+ORDER BY raised;
 
 -- name: interrupts_resolved_by_run
 -- The interrupts a continuation run answers.
@@ -214,3 +215,31 @@ INSERT INTO schema_migrations (version, applied_at) VALUES (:version, :now);
 -- process (this one included) may take it over at once.
 UPDATE runs SET lease_owner = NULL, lease_expires_at = 0
 WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';
+
+-- fork --
+
+-- name: fork_thread_insert
+-- Create a fork with its snapshot's state; nothing when the owner has the id already.
+INSERT INTO threads (owner, id, title, created_at, updated_at, state, session_state,
+                     forked_from)
+VALUES (:owner, :id, :title, :now, :now, :state, :session_state, :forked_from)
+ON CONFLICT (owner, id) DO NOTHING
+RETURNING tid;
+
+-- name: fork_base_insert
+-- Keep the snapshot a fork started from (its older boundaries fold onto it).
+INSERT INTO fork_bases (tid, messages, state) VALUES (:tid, :messages, :state);
+
+-- name: fork_base_get
+-- The snapshot a fork started from.
+SELECT messages, state FROM fork_bases WHERE tid = :tid;
+
+-- name: fork_interrupt_insert
+-- Copy an interrupt pending at the fork point; it stays attributed to the run that
+-- raised it.
+INSERT INTO interrupts (tid, id, rid, run_id, body, expires_ts, status)
+VALUES (:tid, :id, :rid, :run_id, :body, :expires_ts, 'pending');
+
+-- name: fork_runs_upto
+-- A thread's runs up to and including one, in the order they ran.
+SELECT * FROM runs WHERE tid = :tid AND rid <= :rid ORDER BY rid;
