@@ -13,7 +13,6 @@ import json
 import sqlite3
 import subprocess
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
