@@ -1,7 +1,7 @@
 """The web client's fork actions and its phone layout, in headless Chromium.
 
 "Edit and regenerate" forks just before a user message and runs the edited text on
-the fork; "Branch from here" forks at the end of a turn. On a 390×844 screen the
+the fork; "Branch from here" forks at the end of a turn. On a 390x844 screen the
 thread list and "New thread" live in a drawer behind the menu button. The harness
 (real ``outlast serve``, Debian's Chromium) is the one of ``test_web_client.py``.
 """
@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_web_client import (  # noqa: F401 - fixtures are used by name
+from tests.e2e import test_web_client as harness
+from tests.e2e.test_web_client import (
     QUICK,
     WAIT_MS,
     _assert_matches_store,
@@ -23,10 +24,12 @@ from tests.e2e.test_web_client import (  # noqa: F401 - fixtures are used by nam
     _stored_thread,
     _thread_id,
     _with_knobs,
-    browser,
-    context,
-    server,
 )
+
+# The harness's fixtures (Chromium, a real ``outlast serve``), used here by name.
+browser = harness.browser
+context = harness.context
+server = harness.server
 
 pytestmark = pytest.mark.browser
 
