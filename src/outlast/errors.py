@@ -152,3 +152,23 @@ class Forbidden(OutlastError):
     """The caller is known but may not do this (an admin operation, say)."""
 
     code = "forbidden"
+# -- fork ------------------------------------------------------------------
+
+
+class HistoryDiverged(OutlastError):
+    """The input carries a message whose id the thread holds with other content: the
+    server never silently keeps one of two versions (fork to edit instead)."""
+
+    code = "history_diverged"
+
+
+class ThreadIdConflict(OutlastError):
+    """The owner already has a thread with the id a new thread (a fork) asks for."""
+
+    code = "thread_id_conflict"
+
+
+class ForkPointCompacted(OutlastError):
+    """The events needed to rebuild an older fork point were removed by retention."""
+
+    code = "run_compacted"

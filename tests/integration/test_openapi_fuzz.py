@@ -43,6 +43,7 @@ OPERATIONS = [
     ("GET", "/threads/{thread_id}"),
     ("GET", "/threads/{thread_id}/runs"),
     ("POST", "/threads/{thread_id}/resume"),
+    ("POST", "/threads/{thread_id}/fork"),
     ("DELETE", "/threads/{thread_id}"),
     ("GET", "/runs/{run_id}"),
     ("GET", "/runs/{run_id}/events"),

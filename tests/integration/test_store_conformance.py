@@ -487,6 +487,9 @@ async def test_events_page_in_order_and_boundaries_are_found(store: SqlStore) ->
     assert [e.seq for e in page1 + page2 + page3] == list(range(1, 26))
     assert [e.seq for e in page1 + page2 + page3 if e.boundary] == [10, 20]
     assert await store.read_events(run.rid, 25, 10) == []
+    assert await store.last_boundary(run.rid, 25) == 20
+    assert await store.last_boundary(run.rid, 19) == 10
+    assert await store.last_boundary(run.rid, 9) == 0
 
 
 async def test_the_construct_index_answers_what_is_open_at_any_seq(store: SqlStore) -> None:

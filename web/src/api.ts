@@ -16,6 +16,8 @@ export interface ThreadSummary {
   updatedAt?: string;
   title?: string;
   activeRun?: ActiveRun | null;
+  /** Where a fork branched off: `{threadId, runId, seq}`; absent for other threads. */
+  forkedFrom?: { threadId: string; runId?: string | null; seq?: number | null } | null;
 }
 
 export interface ThreadSnapshot {
@@ -164,4 +166,13 @@ export async function runEvents(runId: string): Promise<{ seq?: number; event: B
 
 function enc(id: string): string {
   return encodeURIComponent(id);
+}
+
+/** Branch a thread (SPEC §3): at its latest boundary, or just before a message. */
+export async function forkThread(
+  threadId: string,
+  body: { beforeMessageId?: string; asOf?: { runId: string; seq: number } } = {},
+): Promise<ThreadSnapshot> {
+  const raw = await call<Record<string, unknown>>("POST", `/threads/${enc(threadId)}/fork`, body);
+  return { ...(raw as unknown as ThreadSnapshot), threadId: String(raw.threadId) };
 }

@@ -12,7 +12,7 @@ import { $, h, replace } from "./dom";
 import { ResumableHttpAgent, StreamHttpError, type ConnectionState, type Frame } from "../../clients/js/src/index";
 import { renderApprovals, type Answer } from "./views/approvals";
 import { TIMELINE_LIMIT, appendTimeline, renderRuns, renderTimeline, type TimelineEntry } from "./views/inspector";
-import { renderMessages } from "./views/messages";
+import { renderMessages, textOf } from "./views/messages";
 import { renderThreads } from "./views/threads";
 import { renderTodos } from "./views/todos";
 import { readKnobs, renderKnobs } from "./views/knobs";
@@ -27,6 +27,10 @@ const AGENT = params.get("agent") ?? "demo";
 const el = {
   threads: $("#threads"),
   newThread: $<HTMLButtonElement>("#new-thread"),
+  menu: $<HTMLButtonElement>("#menu"),
+  backdrop: $("#drawer-backdrop"),
+  editing: $("#editing"),
+  cancelEdit: $<HTMLButtonElement>("#cancel-edit"),
   token: $<HTMLButtonElement>("#token"),
   title: $("#thread-title"),
   connection: $("#connection"),
@@ -70,6 +74,8 @@ class App {
   /** What the thread looked like on the server when this page last caught up. */
   seenKey = "";
   error = "";
+  /** The user message being edited: Send forks just before it and runs the edit there. */
+  editing: Message | null = null;
   private renderQueued = false;
   private polls = 0;
 
@@ -87,6 +93,10 @@ class App {
     });
     el.stop.addEventListener("click", () => void this.stop());
     el.newThread.addEventListener("click", () => this.open(null));
+    // Phones: the thread list is a drawer behind the menu button.
+    el.menu.addEventListener("click", () => this.drawer(!document.body.classList.contains("drawer-open")));
+    el.backdrop.addEventListener("click", () => this.drawer(false));
+    el.cancelEdit.addEventListener("click", () => this.edit(null));
     el.token.addEventListener("click", () => this.askToken());
     window.addEventListener("popstate", () => this.open(new URLSearchParams(location.search).get("thread"), false));
     // Catch up when the page comes back: a frozen tab's stream may be dead.
@@ -106,6 +116,8 @@ class App {
   // ---- threads -------------------------------------------------------------
 
   open(threadId: string | null, push = true, hydrate = true): void {
+    this.drawer(false);
+    this.editing = null;
     if (push) history.pushState(null, "", threadId ? `?thread=${encodeURIComponent(threadId)}` : location.pathname);
     this.agent?.abortRun();
     this.agent = null;
@@ -310,9 +322,53 @@ class App {
 
   // ---- actions -------------------------------------------------------------
 
+  drawer(open: boolean): void {
+    document.body.classList.toggle("drawer-open", open);
+    el.menu.setAttribute("aria-expanded", String(open));
+  }
+
+  // ---- fork: edit and regenerate, branch from here ----------------------------
+
+  /** Start (or with null, stop) editing a user message in the composer. */
+  edit(message: Message | null): void {
+    this.editing = message;
+    el.composer.value = message ? textOf(message.content) : "";
+    if (message) el.composer.focus();
+    this.render();
+  }
+
+  /** Branch the thread (at the end of a turn) and open the branch. */
+  async branch(beforeMessageId: string | undefined): Promise<void> {
+    if (!this.threadId || this.following) return;
+    try {
+      const fork = await api.forkThread(this.threadId, beforeMessageId ? { beforeMessageId } : {});
+      this.open(fork.threadId);
+      void this.loadThreads();
+    } catch (error) {
+      this.showError(error);
+    }
+  }
+
+  /** Fork just before the edited message, open the fork, run the edited text there. */
+  private async regenerate(edited: Message, text: string): Promise<void> {
+    if (!this.threadId) return;
+    let fork: api.ThreadSnapshot;
+    try {
+      fork = await api.forkThread(this.threadId, { beforeMessageId: edited.id });
+    } catch (error) {
+      return this.showError(error);
+    }
+    el.composer.value = "";
+    this.open(fork.threadId, true, false);
+    await this.hydrate(); // the fork's messages, as the server holds them
+    this.agent!.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
+    await this.run({ runId: crypto.randomUUID(), forwardedProps: this.forwardedProps() });
+  }
+
   async send(): Promise<void> {
     const text = el.composer.value.trim();
     if (!text || this.following || this.interrupts.length > 0) return;
+    if (this.editing) return this.regenerate(this.editing, text);
     if (!this.threadId) {
       this.open(crypto.randomUUID(), true, false); // a new thread: nothing to hydrate
     }
@@ -401,7 +457,12 @@ class App {
     const summary = this.threads.find((t) => t.id === this.threadId);
     el.title.textContent = this.threadId ? (summary?.title ?? `Thread ${this.threadId.slice(0, 8)}`) : "New thread";
     renderTodos(el.todos, this.agentState);
-    renderMessages(el.messages, this.messages);
+    renderMessages(el.messages, this.messages, {
+      enabled: !this.following && !ACTIVE.has(this.runStatus) && this.threadId !== null,
+      edit: (m) => this.edit(m),
+      branch: (before) => void this.branch(before),
+    });
+    el.editing.hidden = this.editing === null;
     renderApprovals(el.approvals, this.interrupts, this.messages, new Set(this.answers.keys()), this.following, {
       answer: (i, a) => this.answer(i, a),
     });

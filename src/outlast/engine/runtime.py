@@ -21,14 +21,17 @@ from typing import Any
 
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
+from outlast.engine import fork as forks
 from outlast.engine import retention
 from outlast.engine.execution import RunExecution, RunServices
+from outlast.engine.history import diverged
 from outlast.engine.hub import Hub, RunFeed
 from outlast.engine.metrics import Metrics
 from outlast.engine.writer import Writer
 from outlast.errors import (
     AgentNotFound,
     Draining,
+    HistoryDiverged,
     InterruptNotPending,
     InvalidRequest,
     RunNotFound,
@@ -41,6 +44,7 @@ from outlast.store.base import (
     FINAL,
     AdmitRequest,
     AdmitResult,
+    ForkWrite,
     Freed,
     InterruptRecord,
     ResumeAnswer,
@@ -209,6 +213,7 @@ class Engine:
             raise Draining("the server is shutting down; retry on another instance")
         messages = body.get("messages") or []
         await self._check_tool_results(owner, body["threadId"], messages)
+        await self._check_history(owner, body["threadId"], body["runId"], messages)
         resume = [
             ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
             for r in body.get("resume") or []
@@ -251,6 +256,22 @@ class Engine:
                     f"message {message.get('id')!r} is a tool result for tool call "
                     f"{message.get('toolCallId')!r}, which no assistant message of this "
                     "thread or input holds", messageId=message.get("id"))
+
+    async def _check_history(self, owner: str, thread_id: str, run_id: str,
+                             messages: list[dict[str, Any]]) -> None:
+        """SPEC §3 ``history_diverged``: a resent message must say what the thread holds
+        under its id; otherwise the edit would be silently dropped. Omitting stored
+        messages is fine. A retry of an admitted run is left to admission (G3)."""
+        if not messages:
+            return
+        view = await self.store.thread_view(owner, thread_id)
+        ids = [] if view is None else diverged(view.snapshot.messages, messages)
+        if ids and await self.store.get_run(owner, run_id) is None:
+            raise HistoryDiverged(
+                f"message {ids[0]!r} differs from the thread's message with that id; the "
+                "thread keeps one version of each message: to edit it, fork the thread "
+                "before it (POST /threads/{id}/fork with beforeMessageId)",
+                messageId=ids[0], messageIds=ids)
 
     # -- cancel (G6) ------------------------------------------------------
     async def cancel(self, owner: str, run_id: str, *, wait: bool = False,
@@ -550,3 +571,24 @@ class Engine:
             raise InterruptNotPending("the thread has no pending interrupts to answer",
                                       threadId=thread_id)
         return run
+
+    # -- fork -------------------------------------------------------------
+    async def fork(self, owner: str, thread_id: str, *, new_id: str | None = None,
+                   at: tuple[str, int] | None = None,
+                   before_message_id: str | None = None) -> ThreadView:
+        """Branch a thread at a safe boundary into a new thread of ``owner`` (SPEC §3):
+        the snapshot there and the interrupts pending there, not the later runs. The
+        original is untouched."""
+        point = await forks.plan(self.store, owner, thread_id, at=at,
+                                 before_message_id=before_message_id)
+        original = await self.store.get_thread(owner, thread_id)
+        if original is None:
+            raise ThreadNotFound("thread not found", threadId=thread_id)
+        new_id = new_id or str(uuid.uuid4())
+        await self.store.fork_thread(ForkWrite(
+            owner=owner, thread_id=new_id, title=original.title, messages=point.messages,
+            state=point.state, session_state=point.session_state,
+            forked_from=point.forked_from, interrupts=point.interrupts, now=time.time()))
+        view = await self.store.thread_view(owner, new_id)
+        assert view is not None
+        return view

@@ -15,7 +15,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.staticfiles import StaticFiles
 
 from outlast.engine.runtime import Engine
-from outlast.http import errors, routes_admin, routes_agents, routes_runs, routes_threads
+from outlast.http import (
+    errors,
+    routes_admin,
+    routes_agents,
+    routes_fork,
+    routes_runs,
+    routes_threads,
+)
 from outlast.http.auth import Principals
 from outlast.http.body import HeaderLimit
 from outlast.http.deps import Owner
@@ -52,6 +59,7 @@ def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
     app.include_router(routes_threads.router)
     app.include_router(routes_runs.router)
     app.include_router(routes_admin.router)
+    app.include_router(routes_fork.router)
 
     @app.get("/healthz", summary="Liveness", tags=["ops"])
     async def healthz() -> dict[str, Any]:

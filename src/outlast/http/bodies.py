@@ -64,6 +64,28 @@ class ResumeBody(BaseModel):
     forwardedProps: Any = Field(default=None, description="Passed to the agent untouched")
 
 
+class ForkPointRef(BaseModel):
+    """A safe boundary of a thread: after event ``seq`` of run ``runId``."""
+
+    model_config = {"extra": "forbid"}
+
+    runId: Id
+    seq: int = Field(ge=1, le=2**53 - 1, strict=True)
+
+
+class ForkBody(BaseModel):
+    """``POST /threads/{thread_id}/fork``: where to branch, and the new thread's id."""
+
+    model_config = {"extra": "forbid"}
+
+    threadId: Id | None = Field(default=None, description="The new thread's id (default: "
+                                "a fresh UUID); 409 `thread_id_conflict` when taken")
+    asOf: ForkPointRef | None = Field(default=None, description="A safe boundary of the "
+                                      "thread (default: its latest)")
+    beforeMessageId: Id | None = Field(default=None, description="Branch at the boundary "
+                                       "just before this message (edit and regenerate)")
+
+
 def check_length(value: str, what: str, max_length: int) -> None:
     """An id within the server's ``max_id_length``."""
     if len(value) > max_length:

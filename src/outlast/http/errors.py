@@ -37,6 +37,9 @@ STATUS: dict[str, int] = {
     "headers_too_large": 431,
     "method_not_allowed": 405,
     "draining": 503,
+    # fork
+    "history_diverged": 409,
+    "thread_id_conflict": 409,
     "unavailable": 503,
     "internal": 500,
 }

@@ -44,7 +44,7 @@ def run_view(run: RunRecord, interrupts: list[InterruptRecord]) -> dict[str, Any
 def thread_summary(t: ThreadRecord) -> dict[str, Any]:
     """One item of ``GET /threads``."""
     return {"threadId": t.id, "title": t.title, "status": t.status,
-            "createdAt": t.created_at, "updatedAt": t.updated_at}
+            "createdAt": t.created_at, "updatedAt": t.updated_at, "forkedFrom": t.forked_from}
 
 
 def thread_view(t: ThreadRecord, snap: Snapshot, interrupts: list[InterruptRecord],

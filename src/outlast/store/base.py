@@ -36,6 +36,7 @@ class ThreadRecord:
     updated_at: float
     as_of_run: str | None
     as_of_seq: int | None
+    forked_from: dict[str, Any] | None = None  # {"threadId", "runId", "seq"} of a fork
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ThreadRecord:
@@ -43,6 +44,7 @@ class ThreadRecord:
             tid=row["tid"], owner=row["owner"], id=row["id"], title=row["title"],
             status=row["status"], created_at=row["created_at"], updated_at=row["updated_at"],
             as_of_run=row["as_of_run"], as_of_seq=row["as_of_seq"],
+            forked_from=_loads(row.get("forked_from")),
         )
 
 
@@ -259,6 +261,22 @@ class ThreadPage:
     next_cursor: str | None
 
 
+@dataclass
+class ForkWrite:
+    """A new thread branched off another at a boundary: its snapshot and where it came
+    from (SPEC §3 ``POST /threads/{id}/fork``)."""
+
+    owner: str
+    thread_id: str
+    title: str | None
+    messages: list[dict[str, Any]]
+    state: Any
+    session_state: dict[str, Any]
+    forked_from: dict[str, Any]
+    interrupts: list[InterruptRecord]  # pending at the fork point; they follow it
+    now: float
+
+
 Listener = Callable[[Notification], Awaitable[None] | None]
 
 
@@ -345,6 +363,10 @@ class Store(ABC):
         the format: the store knows nothing of the wire it is for."""
 
     @abstractmethod
+    async def last_boundary(self, rid: int, upto: int) -> int:
+        """The latest boundary seq at or before ``upto`` (0 if none)."""
+
+    @abstractmethod
     async def open_constructs(self, rid: int, after: int) -> list[tuple[str, str]]:
         """``(key, body)`` of the constructs open just after ``after``, in opening order;
         costs what is open there, not what the log holds before it (SPEC §4)."""
@@ -426,6 +448,20 @@ class Store(ABC):
     @abstractmethod
     async def notify(self, notification: Notification) -> None:
         """Send a hint to every listener of every process sharing this store."""
+
+    # -- fork ------------------------------------------------------------
+    @abstractmethod
+    async def fork_thread(self, fork: ForkWrite) -> ThreadRecord:
+        """Create a thread holding ``fork``'s snapshot, in one transaction;
+        ThreadIdConflict when the owner has a thread of that id already."""
+
+    @abstractmethod
+    async def fork_base(self, tid: int) -> tuple[list[dict[str, Any]], Any] | None:
+        """The messages and state a fork started from; None for a thread that is no fork."""
+
+    @abstractmethod
+    async def runs_upto(self, tid: int, rid: int) -> list[RunRecord]:
+        """A thread's runs up to and including ``rid``, in the order they ran."""
 
     # -- retention (SPEC §6) ------------------------------------------------
     @abstractmethod

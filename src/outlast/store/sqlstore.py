@@ -24,6 +24,7 @@ from outlast.errors import (
     RunAlreadyActive,
     RunIdConflict,
     ThreadBusy,
+    ThreadIdConflict,
     ThreadNotFound,
 )
 from outlast.protocol.jsonutil import dumps
@@ -31,6 +32,7 @@ from outlast.store.base import (
     AdmitRequest,
     AdmitResult,
     EffectRecord,
+    ForkWrite,
     Freed,
     InterruptRecord,
     LeaseState,
@@ -305,6 +307,11 @@ class SqlStore(Store):
             return after, ""
         return int(row["last_seq"]), str(row["text"])
 
+    async def last_boundary(self, rid: int, upto: int) -> int:
+        async with self._read() as c:
+            row = await c.one("event_last_boundary", rid=rid, upto=upto)
+        return 0 if row is None else int(row["seq"])
+
     async def open_constructs(self, rid: int, after: int) -> list[tuple[str, str]]:
         async with self._read() as c:
             rows = await c.all("constructs_open_at", rid=rid, after=after)
@@ -535,3 +542,42 @@ class SqlStore(Store):
             result = listener(notification)
             if result is not None:
                 await result
+
+    # -- fork ------------------------------------------------------------
+    async def fork_thread(self, fork: ForkWrite) -> ThreadRecord:
+        async with self._write() as c:
+            row = await c.one(
+                "fork_thread_insert", owner=fork.owner, id=fork.thread_id, title=fork.title,
+                now=fork.now, state=dumps(fork.state), session_state=dumps(fork.session_state),
+                forked_from=dumps(fork.forked_from))
+            if row is None:
+                raise ThreadIdConflict("a thread with this id exists already; choose a new id",
+                                       threadId=fork.thread_id)
+            tid = row["tid"]
+            await c.run("fork_base_insert", tid=tid, messages=dumps(fork.messages),
+                        state=dumps(fork.state))
+            if fork.messages:
+                await c.many("message_upsert", [
+                    {"tid": tid, "id": m["id"], "position": float(i + 1), "body": dumps(m)}
+                    for i, m in enumerate(fork.messages)])
+            if fork.interrupts:
+                await c.many("fork_interrupt_insert", [
+                    {"tid": tid, "id": i.id, "rid": i.rid, "run_id": i.run_id,
+                     "body": dumps(i.body), "expires_ts": i.expires_ts}
+                    for i in fork.interrupts])
+            await c.run("thread_refresh_status", tid=tid, now=fork.now)
+            thread = await c.one("thread_get_tid", tid=tid)
+        assert thread is not None
+        return ThreadRecord.from_row(thread)
+
+    async def fork_base(self, tid: int) -> tuple[list[dict[str, Any]], Any] | None:
+        async with self._read() as c:
+            row = await c.one("fork_base_get", tid=tid)
+        if row is None:
+            return None
+        return json.loads(row["messages"]), json.loads(row["state"])
+
+    async def runs_upto(self, tid: int, rid: int) -> list[RunRecord]:
+        async with self._read() as c:
+            rows = await c.all("fork_runs_upto", tid=tid, rid=rid)
+        return [RunRecord.from_row(r) for r in rows]

@@ -23,11 +23,20 @@ export function textOf(content: unknown): string {
   return JSON.stringify(content);
 }
 
+/** Per-message actions built on fork; offered only while nothing streams. */
+export interface MessageActions {
+  enabled: boolean;
+  /** Edit a user message and run the edit on a new branch. */
+  edit: (message: Message) => void;
+  /** Branch the thread at the end of this turn (before `beforeMessageId`, or the latest). */
+  branch: (beforeMessageId: string | undefined) => void;
+}
+
 /**
  * Bring `list` in line with `messages`: keyed by message id, so a message
  * element survives every update and only its changed text is rewritten.
  */
-export function renderMessages(list: HTMLElement, messages: Message[]): void {
+export function renderMessages(list: HTMLElement, messages: Message[], actions?: MessageActions): void {
   const toolNames = new Map<string, string>();
   const answered = new Set<string>();
   for (const m of messages as AnyMessage[]) {
@@ -40,9 +49,9 @@ export function renderMessages(list: HTMLElement, messages: Message[]): void {
     if (el.dataset.messageId) existing.set(el.dataset.messageId, el);
   }
 
+  const shown = (messages as AnyMessage[]).filter((m) => m.role !== "activity");
   let previous: Element | null = null;
-  for (const message of messages as AnyMessage[]) {
-    if (message.role === "activity") continue;
+  for (const [index, message] of shown.entries()) {
     let el = existing.get(message.id);
     existing.delete(message.id);
     if (!el) {
@@ -53,10 +62,15 @@ export function renderMessages(list: HTMLElement, messages: Message[]): void {
         "data-role": message.role,
       });
     }
-    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0]);
+    // A turn ends where the next message is the person's (or at the end): a boundary.
+    const next = shown[index + 1];
+    const turnEnd = message.role !== "user" && (next === undefined || next.role === "user");
+    const offer = actions?.enabled ? (message.role === "user" ? "edit" : turnEnd ? "branch" : "") : "";
+    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0, offer, next?.id]);
     if (rendered.get(el) !== key) {
       rendered.set(el, key);
       el.replaceChildren(...body(message, toolNames, answered));
+      if (offer && actions) el.append(messageActions(offer, message, next?.id, actions));
     }
     const expectedPosition: Element | null = previous ? previous.nextElementSibling : list.firstElementChild;
     if (expectedPosition !== el) {
@@ -66,6 +80,13 @@ export function renderMessages(list: HTMLElement, messages: Message[]): void {
     previous = el;
   }
   for (const stale of existing.values()) stale.remove();
+}
+
+function messageActions(offer: string, message: Message, nextId: string | undefined, actions: MessageActions): HTMLElement {
+  const button = offer === "edit"
+    ? h("button", { class: "ghost", type: "button", "data-testid": "edit-message", onclick: () => actions.edit(message) }, "Edit and regenerate")
+    : h("button", { class: "ghost", type: "button", "data-testid": "branch-here", onclick: () => actions.branch(nextId) }, "Branch from here");
+  return h("div", { class: "message-actions" }, button);
 }
 
 function body(m: AnyMessage, toolNames: Map<string, string>, answered: Set<string>): Node[] {

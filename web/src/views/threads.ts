@@ -30,7 +30,7 @@ export function renderThreads(
           },
         },
         h("span", { class: `dot ${status}` }),
-        h("span", { class: "title" }, t.title || t.id.slice(0, 8)),
+        h("span", { class: "title" }, t.forkedFrom ? h("span", { class: "fork-mark", title: `branched from ${t.forkedFrom.threadId}` }, "↳ ") : null, t.title || t.id.slice(0, 8)),
         h("span", { class: "when muted" }, ago(t.updatedAt)),
       );
     }),

@@ -152,8 +152,9 @@ SELECT * FROM interrupts WHERE tid = :tid AND status = 'pending' ORDER BY raised
 SELECT * FROM interrupts WHERE tid = :tid ORDER BY raised;
 
 -- name: interrupts_for_run
--- Every interrupt a run raised.
-SELECT * FROM interrupts WHERE rid = :rid ORDER BY raised;
+-- Every interrupt a run raised, on its own thread (a fork's copies stay the fork's).
+SELECT * FROM interrupts WHERE rid = :rid AND tid = (SELECT tid FROM runs WHERE rid = :rid)
+ORDER BY raised;
 
 -- name: interrupts_resolved_by_run
 -- The interrupts a continuation run answers.
@@ -219,6 +220,11 @@ VALUES (:rid, :seq, :ord, :ckey, :body);
 UPDATE constructs SET closed_seq = :seq
 WHERE rid = :rid AND ckey = :ckey AND closed_seq IS NULL AND opened_seq < :seq;
 
+-- name: event_last_boundary
+-- The latest boundary at or before a seq (the events_boundaries index finds it).
+SELECT seq FROM events WHERE rid = :rid AND seq <= :upto AND boundary = 1
+ORDER BY seq DESC LIMIT 1;
+
 -- name: constructs_open_at
 -- The constructs open just after a seq, in opening order: only those opened since
 -- the latest boundary at or before it (where nothing was open) can be.
@@ -264,3 +270,30 @@ DELETE FROM events WHERE rid = :rid AND seq <= :upto;
 -- name: constructs_delete_upto
 -- Remove the construct index of a compacted run's events up to a seq.
 DELETE FROM constructs WHERE rid = :rid AND opened_seq <= :upto;
+-- fork --
+
+-- name: fork_thread_insert
+-- Create a fork with its snapshot's state; nothing when the owner has the id already.
+INSERT INTO threads (owner, id, title, created_at, updated_at, state, session_state,
+                     forked_from)
+VALUES (:owner, :id, :title, :now, :now, :state, :session_state, :forked_from)
+ON CONFLICT (owner, id) DO NOTHING
+RETURNING tid;
+
+-- name: fork_base_insert
+-- Keep the snapshot a fork started from (its older boundaries fold onto it).
+INSERT INTO fork_bases (tid, messages, state) VALUES (:tid, :messages, :state);
+
+-- name: fork_base_get
+-- The snapshot a fork started from.
+SELECT messages, state FROM fork_bases WHERE tid = :tid;
+
+-- name: fork_interrupt_insert
+-- Copy an interrupt pending at the fork point; it stays attributed to the run that
+-- raised it.
+INSERT INTO interrupts (tid, id, rid, run_id, body, expires_ts, status)
+VALUES (:tid, :id, :rid, :run_id, :body, :expires_ts, 'pending');
+
+-- name: fork_runs_upto
+-- A thread's runs up to and including one, in the order they ran.
+SELECT * FROM runs WHERE tid = :tid AND rid <= :rid ORDER BY rid;

@@ -399,6 +399,10 @@ async function runEvents(runId) {
 function enc(id) {
   return encodeURIComponent(id);
 }
+async function forkThread(threadId, body2 = {}) {
+  const raw = await call("POST", `/threads/${enc(threadId)}/fork`, body2);
+  return { ...raw, threadId: String(raw.threadId) };
+}
 
 // src/dom.ts
 function h(tag, props = {}, ...children) {
@@ -609,7 +613,7 @@ function textOf(content) {
   }
   return JSON.stringify(content);
 }
-function renderMessages(list, messages) {
+function renderMessages(list, messages, actions) {
   const toolNames = /* @__PURE__ */ new Map();
   const answered = /* @__PURE__ */ new Set();
   for (const m of messages) {
@@ -620,9 +624,9 @@ function renderMessages(list, messages) {
   for (const el2 of Array.from(list.children)) {
     if (el2.dataset.messageId) existing.set(el2.dataset.messageId, el2);
   }
+  const shown = messages.filter((m) => m.role !== "activity");
   let previous = null;
-  for (const message of messages) {
-    if (message.role === "activity") continue;
+  for (const [index, message] of shown.entries()) {
     let el2 = existing.get(message.id);
     existing.delete(message.id);
     if (!el2) {
@@ -633,10 +637,14 @@ function renderMessages(list, messages) {
         "data-role": message.role
       });
     }
-    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0]);
+    const next = shown[index + 1];
+    const turnEnd = message.role !== "user" && (next === void 0 || next.role === "user");
+    const offer = actions?.enabled ? message.role === "user" ? "edit" : turnEnd ? "branch" : "" : "";
+    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0, offer, next?.id]);
     if (rendered.get(el2) !== key) {
       rendered.set(el2, key);
       el2.replaceChildren(...body(message, toolNames, answered));
+      if (offer && actions) el2.append(messageActions(offer, message, next?.id, actions));
     }
     const expectedPosition = previous ? previous.nextElementSibling : list.firstElementChild;
     if (expectedPosition !== el2) {
@@ -646,6 +654,10 @@ function renderMessages(list, messages) {
     previous = el2;
   }
   for (const stale of existing.values()) stale.remove();
+}
+function messageActions(offer, message, nextId, actions) {
+  const button = offer === "edit" ? h("button", { class: "ghost", type: "button", "data-testid": "edit-message", onclick: () => actions.edit(message) }, "Edit and regenerate") : h("button", { class: "ghost", type: "button", "data-testid": "branch-here", onclick: () => actions.branch(nextId) }, "Branch from here");
+  return h("div", { class: "message-actions" }, button);
 }
 function body(m, toolNames, answered) {
   const text = textOf(m.content);
@@ -698,7 +710,7 @@ function renderThreads(container, threads, currentId, open) {
           }
         },
         h("span", { class: `dot ${status}` }),
-        h("span", { class: "title" }, t.title || t.id.slice(0, 8)),
+        h("span", { class: "title" }, t.forkedFrom ? h("span", { class: "fork-mark", title: `branched from ${t.forkedFrom.threadId}` }, "\u21B3 ") : null, t.title || t.id.slice(0, 8)),
         h("span", { class: "when muted" }, ago(t.updatedAt))
       );
     })
@@ -804,6 +816,10 @@ var AGENT = params.get("agent") ?? "demo";
 var el = {
   threads: $("#threads"),
   newThread: $("#new-thread"),
+  menu: $("#menu"),
+  backdrop: $("#drawer-backdrop"),
+  editing: $("#editing"),
+  cancelEdit: $("#cancel-edit"),
   token: $("#token"),
   title: $("#thread-title"),
   connection: $("#connection"),
@@ -845,6 +861,8 @@ var App = class {
   /** What the thread looked like on the server when this page last caught up. */
   seenKey = "";
   error = "";
+  /** The user message being edited: Send forks just before it and runs the edit there. */
+  editing = null;
   renderQueued = false;
   polls = 0;
   start() {
@@ -861,6 +879,9 @@ var App = class {
     });
     el.stop.addEventListener("click", () => void this.stop());
     el.newThread.addEventListener("click", () => this.open(null));
+    el.menu.addEventListener("click", () => this.drawer(!document.body.classList.contains("drawer-open")));
+    el.backdrop.addEventListener("click", () => this.drawer(false));
+    el.cancelEdit.addEventListener("click", () => this.edit(null));
     el.token.addEventListener("click", () => this.askToken());
     window.addEventListener("popstate", () => this.open(new URLSearchParams(location.search).get("thread"), false));
     document.addEventListener("visibilitychange", () => {
@@ -877,6 +898,8 @@ var App = class {
   }
   // ---- threads -------------------------------------------------------------
   open(threadId, push = true, hydrate = true) {
+    this.drawer(false);
+    this.editing = null;
     if (push) history.pushState(null, "", threadId ? `?thread=${encodeURIComponent(threadId)}` : location.pathname);
     this.agent?.abortRun();
     this.agent = null;
@@ -1063,9 +1086,48 @@ var App = class {
     this.render();
   }
   // ---- actions -------------------------------------------------------------
+  drawer(open) {
+    document.body.classList.toggle("drawer-open", open);
+    el.menu.setAttribute("aria-expanded", String(open));
+  }
+  // ---- fork: edit and regenerate, branch from here ----------------------------
+  /** Start (or with null, stop) editing a user message in the composer. */
+  edit(message) {
+    this.editing = message;
+    el.composer.value = message ? textOf(message.content) : "";
+    if (message) el.composer.focus();
+    this.render();
+  }
+  /** Branch the thread (at the end of a turn) and open the branch. */
+  async branch(beforeMessageId) {
+    if (!this.threadId || this.following) return;
+    try {
+      const fork = await forkThread(this.threadId, beforeMessageId ? { beforeMessageId } : {});
+      this.open(fork.threadId);
+      void this.loadThreads();
+    } catch (error) {
+      this.showError(error);
+    }
+  }
+  /** Fork just before the edited message, open the fork, run the edited text there. */
+  async regenerate(edited, text) {
+    if (!this.threadId) return;
+    let fork;
+    try {
+      fork = await forkThread(this.threadId, { beforeMessageId: edited.id });
+    } catch (error) {
+      return this.showError(error);
+    }
+    el.composer.value = "";
+    this.open(fork.threadId, true, false);
+    await this.hydrate();
+    this.agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
+    await this.run({ runId: crypto.randomUUID(), forwardedProps: this.forwardedProps() });
+  }
   async send() {
     const text = el.composer.value.trim();
     if (!text || this.following || this.interrupts.length > 0) return;
+    if (this.editing) return this.regenerate(this.editing, text);
     if (!this.threadId) {
       this.open(crypto.randomUUID(), true, false);
     }
@@ -1144,7 +1206,12 @@ var App = class {
     const summary2 = this.threads.find((t) => t.id === this.threadId);
     el.title.textContent = this.threadId ? summary2?.title ?? `Thread ${this.threadId.slice(0, 8)}` : "New thread";
     renderTodos(el.todos, this.agentState);
-    renderMessages(el.messages, this.messages);
+    renderMessages(el.messages, this.messages, {
+      enabled: !this.following && !ACTIVE.has(this.runStatus) && this.threadId !== null,
+      edit: (m) => this.edit(m),
+      branch: (before) => void this.branch(before)
+    });
+    el.editing.hidden = this.editing === null;
     renderApprovals(el.approvals, this.interrupts, this.messages, new Set(this.answers.keys()), this.following, {
       answer: (i, a) => this.answer(i, a)
     });
