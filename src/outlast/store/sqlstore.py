@@ -504,6 +504,7 @@ class SqlStore(Store):
             chosen = json.dumps(rids)
             size = await c.one("events_measure_runs", rids=chosen)
             await c.run("events_delete_runs", rids=chosen)
+            await c.run("constructs_delete_runs", rids=chosen)
             await c.run("runs_mark_compacted", rids=chosen, now=now)
         assert size is not None
         return Freed(len(rids), int(size["events"]), int(size["bytes"]))

@@ -93,3 +93,7 @@ WHERE r.compacted_at IS NULL AND r.finished_at IS NOT NULL AND r.finished_at < :
 UNION ALL
 SELECT 0, COUNT(*), COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0)
 FROM events WHERE rid IN (SELECT rid FROM compacting);
+
+-- name: constructs_delete_runs
+-- Remove the construct index of the runs (a JSON array of rids) with their events.
+DELETE FROM constructs WHERE rid IN (SELECT value FROM json_each(:rids));
