@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ["stream_throughput", "replay", "reattach", "snapshot", "memory"]
+BENCHES = ["stream_throughput", "replay", "reattach", "snapshot", "memory", "chat_agent"]
 # Benches that print their own report (no --json): restart after a crash, PostgreSQL.
 REPORTING = ["bench_restart", "bench_postgres"]
 
