@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ["stream_throughput", "replay", "reattach", "snapshot", "memory", "latency",
-           "model_pace", "peers"]
+           "model_pace", "peers", "chat_agent"]
 # Benches that print their own report (no --json): restart after a crash, PostgreSQL.
 REPORTING = ["bench_restart", "bench_postgres"]
 

@@ -4,6 +4,18 @@ Every tool the MAF agent executes runs as a journaled effect keyed by the
 model's call id (G9): a retry or a replay of the same run reuses the recorded
 result instead of calling the tool again. Install with
 ``pip install "outlast[maf]"``.
+
+Tools whose approval mode requires approval become durable interrupts (G7): the
+framework's ``function_approval_request`` ends the run with an interrupt that
+stores the request; the person's answer comes back in the continuation run's
+``ctx.resume`` and is turned into the framework's ``function_approval_response``.
+The stored interrupt is the authority: the response is built from the request it
+holds (the exact call the person saw), the client supplies only the verdict, and
+the engine accepts answers only to pending interrupts. The framework's own
+binding stays on: its approval state is kept in the thread's private
+``session_state`` and handed back in an ``AgentSession``, so it checks the
+response against the request it recorded. Edited arguments are refused (the
+call is not run): the framework binds an approval to the call as recorded.
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ import json
 import os
 from typing import Any
 
-from outlast.agent import Agent, Capabilities, RunContext
+from outlast.agent import Agent, Capabilities, Resolution, RunContext
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
 
@@ -21,6 +33,11 @@ try:
     import agent_framework as af
 except ImportError:  # pragma: no cover - exercised only without the extra
     af = None  # type: ignore[assignment]
+
+
+APPROVAL_KIND = "tool_approval"
+SESSION_KEY = "maf"
+_APPROVAL_STATE = "tool_approval"  # the framework's key in AgentSession.state
 
 
 def _require() -> Any:
@@ -99,17 +116,45 @@ class MafAgent(Agent):
     """Wraps an ``agent_framework`` agent (anything with ``run(messages, stream=True)``)."""
 
     capabilities = Capabilities(
-        description="Microsoft Agent Framework agent with journaled tool calls",
-        supports_resume=True, journaled_effects=True,
+        description="Microsoft Agent Framework agent with journaled tool calls and "
+                    "durable tool approvals",
+        supports_resume=True, interrupts=True, journaled_effects=True,
     )
 
     def __init__(self, agent: Any) -> None:
         _require()
         self.agent = agent
 
+    def _session(self, ctx: RunContext, answers: list[Resolution]) -> tuple[Any, list[Any]]:
+        """A session holding the framework's approval state, and the responses to add."""
+        lib = _require()
+        session = lib.AgentSession()
+        if not answers:
+            return session, []
+        saved = (ctx.session_state.get(SESSION_KEY) or {}).get("toolApproval")
+        requests = [a.interrupt["metadata"]["request"] for a in answers]
+        session.state[_APPROVAL_STATE] = json.loads(json.dumps(saved)) if isinstance(
+            saved, dict) and saved else {"pending_approval_requests": requests}
+        responses = []
+        for answer in answers:
+            request = lib.Content.from_dict(answer.interrupt["metadata"]["request"])
+            # An edited call is not the call the framework recorded: refused, not run.
+            approved = answer.approved and answer.edited_args is None
+            responses.append(request.to_function_approval_response(approved=approved))
+        return session, responses
+
     async def run(self, ctx: RunContext) -> None:
-        stream = self.agent.run(to_maf(ctx.messages), stream=True,
+        lib = _require()
+        answers = [r for r in ctx.resume
+                   if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND
+                   and isinstance((r.interrupt.get("metadata") or {}).get("request"), dict)]
+        session, responses = self._session(ctx, answers)
+        messages = to_maf(ctx.messages)
+        if responses:
+            messages.append(lib.Message("user", responses))
+        stream = self.agent.run(messages, stream=True, session=session,
                                 middleware=[_journal(ctx)])
+        approvals: list[Any] = []
         text_id: str | None = None
         parent: str | None = None
         open_calls: list[str] = []
@@ -151,10 +196,39 @@ class MafAgent(Agent):
                                     "toolCallId": c.call_id, "role": "tool",
                                     "content": _resulttext_of(c.result)})
                     parent = None  # what follows a tool result is a new assistant message
+                elif c.type == "function_approval_request" and c.function_call is not None:
+                    approvals.append(c)
         if text_id is not None:
             await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})
         for call_id in open_calls:  # front-end tools: the client answers them (AG-UI)
             await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
+        if approvals:
+            state = session.state.get(_APPROVAL_STATE)
+            ctx.session_state[SESSION_KEY] = {
+                "toolApproval": json.loads(json.dumps(state, default=str))
+                if isinstance(state, dict) else None}
+            await ctx.interrupt(*[_approval(req) for req in approvals])
+
+
+def _approval(request: Any) -> dict[str, Any]:
+    """The interrupt that asks a person about one framework approval request."""
+    call = request.function_call
+    raw = call.arguments
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
+    except ValueError:
+        args = {"arguments": raw}
+    shown = json.dumps(args, ensure_ascii=False)
+    if len(shown) > 300:
+        shown = shown[:297] + "..."
+    return {
+        "id": f"approve-{call.call_id}", "reason": "tool_call", "toolCallId": call.call_id,
+        "message": f"Run {call.name}({shown})?",
+        "responseSchema": {"type": "object", "properties": {"approved": {"type": "boolean"}},
+                           "required": ["approved"]},
+        "metadata": {"kind": APPROVAL_KIND, "tool": call.name, "args": args,
+                     "request": request.to_dict()},
+    }
 
 
 def factory(settings: Any = None) -> MafAgent:
