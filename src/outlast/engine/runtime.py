@@ -24,6 +24,7 @@ from outlast.config import Settings
 from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.hub import Hub, RunFeed
 from outlast.engine.metrics import Metrics
+from outlast.engine.webhooks import Deliveries, check_request_webhook, owed
 from outlast.engine.writer import Writer
 from outlast.errors import (
     AgentNotFound,
@@ -40,6 +41,7 @@ from outlast.store.base import (
     FINAL,
     AdmitRequest,
     AdmitResult,
+    FinishWrite,
     InterruptRecord,
     ResumeAnswer,
     RunRecord,
@@ -49,6 +51,7 @@ from outlast.store.base import (
     Strategy,
     ThreadRecord,
     ThreadView,
+    WebhookRecord,
 )
 from outlast.store.notifications import (
     CancelRequested,
@@ -67,6 +70,7 @@ class RunOptions:
     key: str | None = None
     on_disconnect: str = "continue"
     multitask: Strategy = "reject"
+    webhook: str | None = None  # Outlast-Webhook: this run's own receiver (G12)
 
 
 def fingerprint(agent: str, body: Mapping[str, Any]) -> str:
@@ -108,6 +112,7 @@ class Engine:
         self.hub = Hub()
         self.metrics = Metrics()
         self.writer = Writer(store, self.hub, self._committed)
+        self.webhooks = Deliveries(store, settings, self.instance)
         self.executions: dict[int, RunExecution] = {}
         self.draining = False
         self._wake = asyncio.Event()
@@ -141,6 +146,7 @@ class Engine:
             asyncio.create_task(self._heartbeat(), name="outlast-heartbeat"),
             asyncio.create_task(self._upkeep(), name="outlast-upkeep"),
         ]
+        self.webhooks.start()
         self._started = True
         self._wake.set()
 
@@ -171,6 +177,7 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.writer.stop()
+        await self.webhooks.stop()
         # Executions have ended (drain); what is left is short notification and hook work.
         for group in (self._runs, self._notifications, self._snapshot_hooks):
             if group:
@@ -205,6 +212,8 @@ class Engine:
         self.agent(agent)
         if self.draining:
             raise Draining("the server is shutting down; retry on another instance")
+        if options.webhook is not None:
+            check_request_webhook(self.settings, options.webhook)  # before anything is stored
         messages = body.get("messages") or []
         await self._check_tool_results(owner, body["threadId"], messages)
         resume = [
@@ -216,7 +225,8 @@ class Engine:
             key=options.key or body["runId"], fingerprint=fingerprint(agent, body),
             input_json=dumps(body),
             options_json=dumps({"onDisconnect": options.on_disconnect,
-                                "multitask": options.multitask}),
+                                "multitask": options.multitask,
+                                **({"webhook": options.webhook} if options.webhook else {})}),
             strategy=options.multitask, resume=resume, has_new_input=bool(messages),
             title=title_of(messages), now=time.time(),
         )
@@ -285,7 +295,10 @@ class Engine:
                 dumps({"type": "RUN_FINISHED", "threadId": run.thread_id, "runId": run.id,
                        "outcome": outcome, "timestamp": int(time.time() * 1000)}),
             ]
-            if await self.store.cancel_queued(run.rid, events, outcome):
+            fin = FinishWrite("cancelled", outcome=outcome)
+            if await self.store.cancel_queued(run.rid, events, outcome,
+                                              owed(self.settings, run, fin, [])):
+                self.webhooks.wake()
                 self.hub.publish(run.rid, [], 2, True)
                 await self.store.notify(EventsCommitted(run.rid, 2, True))
                 self.metrics.finished.labels("cancelled").inc()
@@ -394,6 +407,8 @@ class Engine:
     def _committed(self, write: RunWrite) -> None:
         # Counted per commit, not per event: a locked counter per event costs a busy run ~5 %.
         self.metrics.events.inc(len(write.events))
+        if write.finish is not None and write.finish.webhooks:
+            self.webhooks.wake()  # G12: deliver what this end owes now
         if self.store.exclusive:
             return  # one process per store: the writer already published in-process
         if write.events or write.finish is not None:
@@ -453,6 +468,10 @@ class Engine:
     async def run_interrupts(self, run: RunRecord) -> list[InterruptRecord]:
         """The interrupts ``run`` raised, with their durable status (G7)."""
         return await self.store.interrupts(rid=run.rid)
+
+    async def run_webhooks(self, run: RunRecord) -> list[WebhookRecord]:
+        """The webhooks ``run``'s end owes, with how their delivery goes (G12)."""
+        return await self.store.webhooks_for_run(run.rid)
 
     async def run_events(self, run: RunRecord, after: int, limit: int) -> list[StoredEvent]:
         """A page of the run's log after ``after``."""

@@ -61,3 +61,18 @@ SELECT rid FROM runs WHERE rid = :rid AND lease_owner = :instance AND attempts =
 SELECT MAX(seq) AS last_seq, COUNT(*) AS n,
        group_concat(:head || seq || :sep || body || :tail, '') AS text
 FROM (SELECT seq, body FROM events WHERE rid = :rid AND seq > :after ORDER BY seq LIMIT :limit);
+
+-- webhooks --
+
+-- name: webhook_claim
+-- Lease due deliveries to :instance until :lease_until, counting the attempt; a due
+-- one past its expiry ends 'expired' instead (one statement).
+UPDATE webhooks SET
+    status = CASE WHEN expires_at <= :now THEN 'expired' ELSE 'pending' END,
+    lease_owner = CASE WHEN expires_at <= :now THEN NULL ELSE :instance END,
+    attempts = attempts + CASE WHEN expires_at <= :now THEN 0 ELSE 1 END,
+    next_at = :lease_until
+WHERE wid IN (
+    SELECT wid FROM webhooks WHERE status = 'pending' AND next_at <= :now
+    ORDER BY next_at LIMIT :limit)
+RETURNING *;
