@@ -9,7 +9,10 @@ Backoff is shortened by settings so that retries come quickly; nothing is timed.
 from __future__ import annotations
 
 import base64
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -216,6 +219,26 @@ async def test_a_plain_text_secret_signs_with_its_bytes(tmp_path: Path,
         await deliveries(c, run_id, "delivered")
     [request] = receiver.snapshot()
     assert verified(request, b"correct horse battery")["data"]["runId"] == run_id
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--webhook", "http://127.0.0.1:9/h"], "--webhook-secret"),
+    (["--webhook-allow", "https://hooks.example/", "--webhook-secret", ""], "empty"),
+    (["--webhook-secret", "whsec_not base64 at all!"], "base64"),
+    (["--webhook-secret", "s", "--webhook-allow", "https://hooks.example"], "the / after"),
+    (["--webhook-secret", "s", "--webhook", "file:///etc/passwd"], "http:// or https://"),
+])
+def test_webhook_settings_mistakes_are_one_line_that_never_shows_the_secret(
+        tmp_path: Path, args: list[str], needle: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "outlast.cli.main", "serve", "--port", "0",
+         "--data-dir", str(tmp_path), *args],
+        capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OUTLAST_")})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done
+    [line] = done.stderr.strip().splitlines()
+    assert needle in line and "--webhook" in line
+    assert "not base64 at all" not in line
 
 
 # -- the outbox in the store, against both backends ---------------------------

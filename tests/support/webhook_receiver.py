@@ -53,12 +53,14 @@ def accept(_request: Received, _earlier: int) -> Answer:
 
 
 class Receiver:
-    """The server; ``requests`` grows as requests end."""
+    """The server; ``arrived`` grows as requests come in, ``requests`` as they are
+    answered."""
 
     def __init__(self, policy: Policy = accept, port: int = 0) -> None:
         self.policy = policy
         self.port = port
-        self.requests: list[Received] = []
+        self.requests: list[Received] = []  # answered (or being answered)
+        self.arrived: list[Received] = []  # every request, from the moment it arrives
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -75,23 +77,33 @@ class Receiver:
                 got = Received(self.path, {k.lower(): v for k, v in self.headers.items()},
                                self.rfile.read(length), time.monotonic())
                 with receiver._lock:
-                    earlier = sum(1 for r in receiver.requests if r.id == got.id)
+                    earlier = sum(1 for r in receiver.arrived if r.id == got.id)
+                    receiver.arrived.append(got)
                 answer = receiver.policy(got, earlier)
                 if answer.delay:
                     time.sleep(answer.delay)
+                # Stamped before the answer leaves: the sender's next attempt can only
+                # start after it, so overlapping stamps mean overlapping deliveries.
+                got.status = answer.status
+                got.ended = time.monotonic()
+                with receiver._lock:
+                    receiver.requests.append(got)
                 self.send_response(answer.status)
                 for name, value in answer.headers.items():
                     self.send_header(name, value)
                 self.send_header("content-length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
-                got.status = answer.status
-                got.ended = time.monotonic()
-                with receiver._lock:
-                    receiver.requests.append(got)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def handle(self) -> None:
+                # A sender killed mid-request leaves a broken pipe: expected, not news.
+                try:
+                    super().handle()
+                except OSError:
+                    pass
 
         server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True

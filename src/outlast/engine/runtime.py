@@ -57,6 +57,7 @@ from outlast.store.notifications import (
     CancelRequested,
     EventsCommitted,
     Notification,
+    WebhookDue,
     WorkAvailable,
 )
 
@@ -298,7 +299,7 @@ class Engine:
             fin = FinishWrite("cancelled", outcome=outcome)
             if await self.store.cancel_queued(run.rid, events, outcome,
                                               owed(self.settings, run, fin, [])):
-                self.webhooks.wake()
+                self._webhooks_due()
                 self.hub.publish(run.rid, [], 2, True)
                 await self.store.notify(EventsCommitted(run.rid, 2, True))
                 self.metrics.finished.labels("cancelled").inc()
@@ -408,7 +409,7 @@ class Engine:
         # Counted per commit, not per event: a locked counter per event costs a busy run ~5 %.
         self.metrics.events.inc(len(write.events))
         if write.finish is not None and write.finish.webhooks:
-            self.webhooks.wake()  # G12: deliver what this end owes now
+            self._webhooks_due()
         if self.store.exclusive:
             return  # one process per store: the writer already published in-process
         if write.events or write.finish is not None:
@@ -428,6 +429,17 @@ class Engine:
                 ex.stop("cancel")
         elif isinstance(n, WorkAvailable):
             self.wake()
+        elif isinstance(n, WebhookDue):
+            self.webhooks.wake()
+
+    def _webhooks_due(self) -> None:
+        """An end with webhooks committed (G12): deliver now, here and, on a shared
+        store, wherever a process has room (the claim lets exactly one take each)."""
+        self.webhooks.wake()
+        if not self.store.exclusive:
+            task = asyncio.ensure_future(self.store.notify(WebhookDue()))
+            self._notifications.add(task)
+            task.add_done_callback(self._notifications.discard)
 
     def _schedule_snapshot_hook(self, snapshot: dict[str, Any]) -> None:
         """Call the host's snapshot hook off the run's path; its failures are only logged."""
