@@ -176,16 +176,17 @@ class Deliveries:
         if self.store.exclusive:
             # The data-directory lock proves the previous process gone: what it had in
             # flight is due now, not when its lease runs out.
-            with contextlib.suppress(Exception):
+            try:
                 await self.store.webhook_release(self.instance, others=True)
+            except Exception:
+                log.exception("could not take over webhooks in flight (their lease expires)")
         while True:
-            delay = POLL
+            self._wake.clear()  # before looking: a wake during the look is kept
             try:
                 delay = await self._round()
             except Exception:
                 log.exception("webhook delivery failed; retrying")
                 delay = 1.0
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
