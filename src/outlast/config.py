@@ -10,6 +10,8 @@ keywords win over the environment, the environment over the defaults.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib
 import os
 import types
@@ -18,9 +20,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import annotated_types
-from pydantic import Field, JsonValue, field_validator
+from pydantic import Field, JsonValue, SecretStr, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -46,8 +49,10 @@ def setting(default: Any = None, help: str = "", *, unit: str | None = None,
 class Settings(BaseSettings):
     """Everything a server process is configured with; see ``outlast serve --help``."""
 
+    # hide_input_in_errors: a refused --webhook-secret must not appear in a message.
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid",
-                                      allow_inf_nan=False, validate_assignment=True)
+                                      allow_inf_nan=False, validate_assignment=True,
+                                      hide_input_in_errors=True)
 
     host: str = setting("127.0.0.1", "address to listen on; anything but loopback needs "
                         "--tokens-file or --insecure", metavar="H", min_length=1)
@@ -130,6 +135,27 @@ class Settings(BaseSettings):
     extra_agents: list[str] = setting(help="register another agent (repeatable)",
                                       metavar="name=module:factory", default_factory=list,
                                       flag="--agent", env="OUTLAST_AGENTS")
+    # Webhooks (G12).
+    webhook_secret: SecretStr | None = setting(
+        None, "the key that signs webhooks (Standard Webhooks); whsec_<base64> is decoded, "
+        "any other text is used as its UTF-8 bytes; needed by --webhook and --webhook-allow",
+        metavar="SECRET")
+    webhooks: list[str] = setting(help="a URL that receives every run's end and interrupt "
+                                  "(repeatable)", metavar="URL", default_factory=list,
+                                  flag="--webhook")
+    webhook_allow: list[str] = setting(help="a URL prefix, through the first / of its path, "
+                                       "that a request's Outlast-Webhook header may name "
+                                       "(repeatable); default: none", metavar="PREFIX",
+                                       default_factory=list)
+    webhook_max_age: float = setting(24 * 3600.0, "how long a webhook is retried before it "
+                                     "expires", unit="seconds", metavar="S", gt=0)
+    webhook_retry_base: float = setting(1.0, "delay before a webhook's first retry; each "
+                                        "next one doubles, with jitter", unit="seconds",
+                                        metavar="S", gt=0)
+    webhook_retry_max: float = setting(600.0, "longest delay between two attempts of a "
+                                       "webhook", unit="seconds", metavar="S", gt=0)
+    webhook_timeout: float = setting(10.0, "time a webhook receiver gets to connect and to "
+                                     "answer each read", unit="seconds", metavar="S", gt=0)
     log_level: Literal["debug", "info", "warning", "error"] = setting(
         "info", "level of the outlast loggers")
 
@@ -151,6 +177,32 @@ class Settings(BaseSettings):
             module, _, attr = target.partition(":")
             if not (name and module and attr):
                 raise ValueError(f"expected name=module:factory, got {spec!r}")
+        return value
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret_key(cls, value: SecretStr | None) -> SecretStr | None:
+        # The message never quotes the value: the secret must not reach any log.
+        if value is not None:
+            webhook_key(value.get_secret_value())
+        return value
+
+    @field_validator("webhooks")
+    @classmethod
+    def _webhook_urls(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        for url in value:
+            webhook_url_problem(url, prefix=False, raise_it=True)
+        if value and info.data.get("webhook_secret") is None:
+            raise ValueError("webhooks are signed: give --webhook-secret too")
+        return value
+
+    @field_validator("webhook_allow")
+    @classmethod
+    def _webhook_prefixes(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        for prefix in value:
+            webhook_url_problem(prefix, prefix=True, raise_it=True)
+        if value and info.data.get("webhook_secret") is None:
+            raise ValueError("webhooks are signed: give --webhook-secret too")
         return value
 
     @field_validator("sqlite_synchronous", mode="before")
@@ -192,6 +244,48 @@ class _Environment(PydanticBaseSettingsSource):
         return values
 
 
+def webhook_key(secret: str) -> bytes:
+    """The HMAC key of ``--webhook-secret``: the decoded bytes of a Standard Webhooks
+    ``whsec_<base64>`` secret, otherwise the text's UTF-8 bytes. ValueError (never
+    quoting the secret) for an empty key or a ``whsec_`` one that is not base64."""
+    if secret.startswith("whsec_"):
+        try:
+            key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+        except binascii.Error:
+            raise ValueError("a whsec_ secret is whsec_ followed by base64") from None
+    else:
+        key = secret.encode()
+    if not key:
+        raise ValueError("the webhook secret is empty")
+    return key
+
+
+def webhook_url_problem(url: str, *, prefix: bool, raise_it: bool = False) -> str | None:
+    """Why ``url`` cannot be a webhook URL (or, with ``prefix``, an allowed prefix):
+    http or https, a host, no spaces or control characters; a prefix reaches the first
+    ``/`` of the path, so ``https://hooks.example`` cannot admit
+    ``https://hooks.example.evil``. None when it can; ValueError with ``raise_it``."""
+    problem = _url_problem(url, prefix)
+    if problem is not None and raise_it:
+        raise ValueError(problem)
+    return problem
+
+
+def _url_problem(url: str, prefix: bool) -> str | None:
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "a webhook URL has no spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port
+    except ValueError as exc:  # an unbalanced [ of an IPv6 host, a port out of range
+        return f"not a URL: {exc}"
+    if parts.scheme not in ("http", "https") or not host:
+        return f"expected an http:// or https:// URL with a host, got {url[:200]!r}"
+    if prefix and not parts.path.startswith("/"):
+        return f"a webhook prefix reaches the / after the host (like {url}/), got {url[:200]!r}"
+    return None
+
+
 def load_target(spec: str) -> Any:
     """The object ``module:attr`` names, imported now; ValueError saying why not."""
     module_name, _, attr = spec.partition(":")
@@ -225,6 +319,7 @@ class Option:
     bounds: str | None
     repeatable: bool
     switch: bool
+    secret: bool = False  # its value is never shown (--webhook-secret)
 
     def describe(self) -> str:
         """``--help`` text: meaning, then unit, range, default and variable."""
@@ -257,7 +352,8 @@ def _option(name: str, field: FieldInfo) -> Option:
         help=field.description or "", metavar=_str_or_none(extra.get("metavar")) or
         ("|".join(choices) if choices else None), default=default,
         unit=_str_or_none(extra.get("unit")), choices=choices, bounds=_bounds(field),
-        repeatable=typing.get_origin(annotation) is list, switch=annotation is bool)
+        repeatable=typing.get_origin(annotation) is list, switch=annotation is bool,
+        secret=annotation is SecretStr)
 
 
 def _unwrap_optional(annotation: Any) -> Any:

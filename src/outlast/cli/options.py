@@ -48,6 +48,8 @@ def explain(exc: ValidationError) -> str:
         except KeyError:
             problems.append(f"{name}: {message}{value}")
             continue
+        if opt.secret:
+            value = ""  # a secret is never echoed, not even a refused one
         bounded = str(error["type"]).startswith(("greater_than", "less_than"))
         allowed = f"; allowed: {opt.bounds}" if opt.bounds and not bounded else ""
         problems.append(f"{opt.flag} / {opt.env}: {message}{value}{allowed}")

@@ -20,6 +20,7 @@ from outlast.config import Settings
 from outlast.engine.context import EngineRunContext
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
+from outlast.engine.webhooks import owed
 from outlast.engine.writer import Writer
 from outlast.errors import EffectUncertain, LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS, construct_row
@@ -454,6 +455,8 @@ class RunExecution:
         for event in events:
             await self._append(event)
         self._save_boundary(self.seq, force=True)
+        # G12: the webhooks owed are committed with the end, in its transaction.
+        fin.webhooks = owed(self.services.settings, self.run, fin, self.fold.messages)
         self.services.writer.finish(self.channel, fin)
         await self.services.writer.flush(self.channel)
         self._settled = not self.channel.fenced

@@ -27,6 +27,7 @@ from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.history import diverged
 from outlast.engine.hub import Hub, RunFeed
 from outlast.engine.metrics import Metrics
+from outlast.engine.webhooks import Deliveries, check_request_webhook, owed
 from outlast.engine.writer import Writer
 from outlast.errors import (
     AgentNotFound,
@@ -44,6 +45,7 @@ from outlast.store.base import (
     FINAL,
     AdmitRequest,
     AdmitResult,
+    FinishWrite,
     ForkWrite,
     Freed,
     InterruptRecord,
@@ -55,11 +57,13 @@ from outlast.store.base import (
     Strategy,
     ThreadRecord,
     ThreadView,
+    WebhookRecord,
 )
 from outlast.store.notifications import (
     CancelRequested,
     EventsCommitted,
     Notification,
+    WebhookDue,
     WorkAvailable,
 )
 
@@ -73,6 +77,7 @@ class RunOptions:
     key: str | None = None
     on_disconnect: str = "continue"
     multitask: Strategy = "reject"
+    webhook: str | None = None  # Outlast-Webhook: this run's own receiver (G12)
 
 
 def fingerprint(agent: str, body: Mapping[str, Any]) -> str:
@@ -114,6 +119,7 @@ class Engine:
         self.hub = Hub()
         self.metrics = Metrics()
         self.writer = Writer(store, self.hub, self._committed)
+        self.webhooks = Deliveries(store, settings, self.instance)
         self.executions: dict[int, RunExecution] = {}
         self.draining = False
         self._wake = asyncio.Event()
@@ -147,6 +153,7 @@ class Engine:
             asyncio.create_task(self._heartbeat(), name="outlast-heartbeat"),
             asyncio.create_task(self._upkeep(), name="outlast-upkeep"),
         ]
+        self.webhooks.start()
         self._started = True
         self._wake.set()
 
@@ -177,6 +184,7 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.writer.stop()
+        await self.webhooks.stop()
         # Executions have ended (drain); what is left is short notification and hook work.
         for group in (self._runs, self._notifications, self._snapshot_hooks):
             if group:
@@ -211,6 +219,8 @@ class Engine:
         self.agent(agent)
         if self.draining:
             raise Draining("the server is shutting down; retry on another instance")
+        if options.webhook is not None:
+            check_request_webhook(self.settings, options.webhook)  # before anything is stored
         messages = body.get("messages") or []
         await self._check_tool_results(owner, body["threadId"], messages)
         await self._check_history(owner, body["threadId"], body["runId"], messages)
@@ -223,7 +233,8 @@ class Engine:
             key=options.key or body["runId"], fingerprint=fingerprint(agent, body),
             input_json=dumps(body),
             options_json=dumps({"onDisconnect": options.on_disconnect,
-                                "multitask": options.multitask}),
+                                "multitask": options.multitask,
+                                **({"webhook": options.webhook} if options.webhook else {})}),
             strategy=options.multitask, resume=resume, has_new_input=bool(messages),
             title=title_of(messages), now=time.time(),
         )
@@ -308,7 +319,10 @@ class Engine:
                 dumps({"type": "RUN_FINISHED", "threadId": run.thread_id, "runId": run.id,
                        "outcome": outcome, "timestamp": int(time.time() * 1000)}),
             ]
-            if await self.store.cancel_queued(run.rid, events, outcome):
+            fin = FinishWrite("cancelled", outcome=outcome)
+            if await self.store.cancel_queued(run.rid, events, outcome,
+                                              owed(self.settings, run, fin, [])):
+                self._webhooks_due()
                 self.hub.publish(run.rid, [], 2, True)
                 await self.store.notify(EventsCommitted(run.rid, 2, True))
                 self.metrics.finished.labels("cancelled").inc()
@@ -433,6 +447,8 @@ class Engine:
     def _committed(self, write: RunWrite) -> None:
         # Counted per commit, not per event: a locked counter per event costs a busy run ~5 %.
         self.metrics.events.inc(len(write.events))
+        if write.finish is not None and write.finish.webhooks:
+            self._webhooks_due()
         if self.store.exclusive:
             return  # one process per store: the writer already published in-process
         if write.events or write.finish is not None:
@@ -452,6 +468,17 @@ class Engine:
                 ex.stop("cancel")
         elif isinstance(n, WorkAvailable):
             self.wake()
+        elif isinstance(n, WebhookDue):
+            self.webhooks.wake()
+
+    def _webhooks_due(self) -> None:
+        """An end with webhooks committed (G12): deliver now, here and, on a shared
+        store, wherever a process has room (the claim lets exactly one take each)."""
+        self.webhooks.wake()
+        if not self.store.exclusive:
+            task = asyncio.ensure_future(self.store.notify(WebhookDue()))
+            self._notifications.add(task)
+            task.add_done_callback(self._notifications.discard)
 
     def _schedule_snapshot_hook(self, snapshot: dict[str, Any]) -> None:
         """Call the host's snapshot hook off the run's path; its failures are only logged."""
@@ -492,6 +519,10 @@ class Engine:
     async def run_interrupts(self, run: RunRecord) -> list[InterruptRecord]:
         """The interrupts ``run`` raised, with their durable status (G7)."""
         return await self.store.interrupts(rid=run.rid)
+
+    async def run_webhooks(self, run: RunRecord) -> list[WebhookRecord]:
+        """The webhooks ``run``'s end owes, with how their delivery goes (G12)."""
+        return await self.store.webhooks_for_run(run.rid)
 
     async def run_events(self, run: RunRecord, after: int, limit: int) -> list[StoredEvent]:
         """A page of the run's log after ``after``."""

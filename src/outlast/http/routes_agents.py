@@ -52,6 +52,9 @@ async def run_agent(
         "enum": ["reject", "enqueue", "interrupt"]}),
     last_event_id: str | None = Header(default=None, alias="Last-Event-ID",
                                        json_schema_extra={"pattern": "^[0-9]{1,16}$"}),
+    webhook: str | None = Header(default=None, alias="Outlast-Webhook", json_schema_extra={
+        "format": "uri", "description": "Also notify this URL of the run's end or "
+        "interrupt; it must start with a --webhook-allow prefix"}),
 ) -> EventSourceResponse:
     """Admits the run of a ``RunAgentInput`` and streams it; a body with no messages and
     no resume hydrates the thread instead (SPEC §3)."""
@@ -80,7 +83,7 @@ async def run_agent(
                      "Outlast-Thread-Id": agent_input.thread_id},
             keepalive_seconds=s.keepalive)
     result = await engine.admit(owner, agent, body, RunOptions(
-        key=idempotency_key, on_disconnect=disconnect, multitask=strategy))
+        key=idempotency_key, on_disconnect=disconnect, multitask=strategy, webhook=webhook))
     run = result.run
     headers = {"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id}
     if result.created:

@@ -27,7 +27,7 @@ async def _run(engine: EngineDep, owner: str, run_id: str) -> RunRecord:
 @router.get("/runs/{run_id}", summary="A run's record")
 async def get_run(run_id: RunId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
     run = await _run(engine, owner, run_id)
-    return run_view(run, await engine.run_interrupts(run))
+    return run_view(run, await engine.run_interrupts(run), await engine.run_webhooks(run))
 
 
 @router.get("/runs/{run_id}/events", summary="Replay and follow a run's events (SSE)",
@@ -60,5 +60,5 @@ async def cancel_run(
 ) -> JSONResponse:
     check_id(run_id, "runId", engine.settings.max_id_length)
     run = await engine.cancel(owner, run_id, wait=wait)
-    body = run_view(run, await engine.run_interrupts(run))
+    body = run_view(run, await engine.run_interrupts(run), await engine.run_webhooks(run))
     return JSONResponse(body, status_code=200 if engine.is_final(run) else 202)

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:  # record types only: the edge reads them through the engine
-    from outlast.store.base import InterruptRecord, RunRecord, Snapshot, ThreadRecord
+    from collections.abc import Sequence
+
+    from outlast.store.base import (
+        InterruptRecord,
+        RunRecord,
+        Snapshot,
+        ThreadRecord,
+        WebhookRecord,
+    )
 
 
 def interrupt_view(i: InterruptRecord) -> dict[str, Any]:
@@ -28,9 +37,24 @@ def active_view(run: RunRecord | None) -> dict[str, Any] | None:
     return {"runId": run.id, "status": run.status, "lastSeq": run.last_seq}
 
 
-def run_view(run: RunRecord, interrupts: list[InterruptRecord]) -> dict[str, Any]:
-    """``GET /runs/{id}``."""
+def webhook_view(h: WebhookRecord) -> dict[str, Any]:
+    """One delivery of a run's end (G12): its status and attempts. The URL shows only
+    scheme, host and path: credentials or a token in its query stay with the server."""
+    parts = urlsplit(h.url)
+    host = parts.netloc.rpartition("@")[2]
     return {
+        "webhookId": h.id, "type": h.type, "url": f"{parts.scheme}://{host}{parts.path}",
+        "status": h.status, "attempts": h.attempts, "lastStatus": h.last_status,
+        "lastError": h.last_error, "createdAt": h.created_at, "expiresAt": h.expires_at,
+        "deliveredAt": h.delivered_at,
+        "nextAttemptAt": h.next_at if h.status == "pending" else None,
+    }
+
+
+def run_view(run: RunRecord, interrupts: list[InterruptRecord],
+             webhooks: Sequence[WebhookRecord] | None = None) -> dict[str, Any]:
+    """``GET /runs/{id}``; with ``webhooks``, the deliveries of its end (G12)."""
+    view = {
         "runId": run.id, "threadId": run.thread_id, "agent": run.agent, "status": run.status,
         "createdAt": run.created_at, "startedAt": run.started_at,
         "finishedAt": run.finished_at, "attempts": run.attempts, "lastSeq": run.last_seq,
@@ -39,6 +63,9 @@ def run_view(run: RunRecord, interrupts: list[InterruptRecord]) -> dict[str, Any
         "compactedAt": run.compacted_at,
         "interrupts": [interrupt_view(i) for i in interrupts if i.status == "pending"],
     }
+    if webhooks is not None:
+        view["webhooks"] = [webhook_view(h) for h in webhooks]
+    return view
 
 
 def thread_summary(t: ThreadRecord) -> dict[str, Any]:

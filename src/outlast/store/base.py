@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -206,14 +206,27 @@ class SnapshotWrite:
     session_state_json: str | None = None
 
 
+@dataclass(frozen=True)
+class WebhookWrite:
+    """One delivery owed for a run's end (G12): recorded with the end, in its transaction."""
+
+    id: str  # the webhook-id, stable across retries
+    url: str
+    type: str
+    body: str
+    expires_at: float
+
+
 @dataclass
 class FinishWrite:
-    """How a run ends: final status, outcome, error, interrupts it raised."""
+    """How a run ends: final status, outcome, error, interrupts it raised, and the
+    webhooks owed for it (G12: inserted in the same transaction)."""
 
     status: str
     outcome: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     interrupts: list[tuple[str, str, float | None]] = field(default_factory=list)  # id, json, exp
+    webhooks: list[WebhookWrite] = field(default_factory=list)
 
 
 @dataclass
@@ -251,6 +264,37 @@ class EffectRecord:
     attempt: int
     status: str
     result: Any
+
+
+@dataclass(frozen=True)
+class WebhookRecord:
+    """A delivery of the outbox (G12): what to send, and how its attempts went."""
+
+    wid: int
+    rid: int | None
+    id: str
+    url: str
+    type: str
+    body: str
+    created_at: float
+    expires_at: float
+    status: str  # pending, delivered, expired
+    attempts: int
+    next_at: float
+    lease_owner: str | None
+    last_status: int | None
+    last_error: str | None
+    delivered_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> WebhookRecord:
+        return cls(
+            wid=row["wid"], rid=row["rid"], id=row["id"], url=row["url"], type=row["type"],
+            body=row["body"], created_at=row["created_at"], expires_at=row["expires_at"],
+            status=row["status"], attempts=row["attempts"], next_at=row["next_at"],
+            lease_owner=row["lease_owner"], last_status=row["last_status"],
+            last_error=row["last_error"], delivered_at=row["delivered_at"],
+        )
 
 
 @dataclass(frozen=True)
@@ -417,8 +461,10 @@ class Store(ABC):
         """Flag an active run for cancellation; the record after the change."""
 
     @abstractmethod
-    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any]) -> bool:
-        """End a run that never started as cancelled, with its events; False if it started."""
+    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any],
+                            webhooks: Sequence[WebhookWrite] = ()) -> bool:
+        """End a run that never started as cancelled, with its events and the webhooks
+        owed for it (G12); False if it started."""
 
     # -- effects ---------------------------------------------------------
     @abstractmethod
@@ -448,6 +494,34 @@ class Store(ABC):
     @abstractmethod
     async def notify(self, notification: Notification) -> None:
         """Send a hint to every listener of every process sharing this store."""
+
+    # -- webhooks (G12) ----------------------------------------------------
+    @abstractmethod
+    async def webhook_claim(self, instance: str, lease_until: float,
+                            limit: int) -> list[WebhookRecord]:
+        """Lease due deliveries to ``instance`` until ``lease_until`` and count the attempt,
+        in one atomic statement: no two processes hold the same delivery. Due ones past
+        their expiry come back ``expired`` and unleased instead."""
+
+    @abstractmethod
+    async def webhook_settle(self, wid: int, instance: str, attempt: int, *, status: str,
+                             next_at: float, last_status: int | None,
+                             last_error: str | None) -> bool:
+        """Record an attempt's end (``delivered``, ``pending`` again from ``next_at``, or
+        ``expired``); False, changing nothing, if ``instance`` no longer holds that attempt."""
+
+    @abstractmethod
+    async def webhook_release(self, instance: str, *, others: bool = False) -> None:
+        """Make in-flight deliveries due now: this instance's own, or with ``others``,
+        every other instance's (only when ``exclusive`` proves them gone)."""
+
+    @abstractmethod
+    async def webhook_next_due(self) -> float | None:
+        """When the earliest pending delivery is due; None when none is owed."""
+
+    @abstractmethod
+    async def webhooks_for_run(self, rid: int) -> list[WebhookRecord]:
+        """A run's deliveries, in the order they were recorded."""
 
     # -- fork ------------------------------------------------------------
     @abstractmethod

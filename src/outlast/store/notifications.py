@@ -16,7 +16,8 @@ log = logging.getLogger("outlast.store.notifications")
 EVENTS = "outlast_events"
 CANCEL = "outlast_cancel"
 WORK = "outlast_work"
-CHANNELS = (EVENTS, CANCEL, WORK)
+WEBHOOKS = "outlast_webhooks"
+CHANNELS = (EVENTS, CANCEL, WORK, WEBHOOKS)
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,12 @@ class WorkAvailable:
     """A run became startable (admitted, or its lease handed back): look for work."""
 
 
-Notification = EventsCommitted | CancelRequested | WorkAvailable
+@dataclass(frozen=True)
+class WebhookDue:
+    """A run's end committed webhooks to deliver (G12): whoever is free claims them."""
+
+
+Notification = EventsCommitted | CancelRequested | WorkAvailable | WebhookDue
 
 
 def encode(n: Notification) -> tuple[str, str]:
@@ -49,6 +55,8 @@ def encode(n: Notification) -> tuple[str, str]:
         return EVENTS, f"{n.rid}:{n.last_seq}:{1 if n.final else 0}"
     if isinstance(n, CancelRequested):
         return CANCEL, str(n.rid)
+    if isinstance(n, WebhookDue):
+        return WEBHOOKS, ""
     return WORK, ""
 
 
@@ -64,6 +72,8 @@ def decode(channel: str, payload: str) -> Notification | None:
             return CancelRequested(_number(payload))
         if channel == WORK:
             return WorkAvailable()
+        if channel == WEBHOOKS:
+            return WebhookDue()
     except ValueError as exc:
         log.warning("dropping a malformed %s notification %r: %s", channel, payload[:100], exc)
         return None

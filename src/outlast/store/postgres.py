@@ -26,6 +26,7 @@ from outlast.store.base import (
     Freed,
     RunRecord,
     RunWrite,
+    WebhookWrite,
 )
 from outlast.store.notifications import CHANNELS, Notification, WorkAvailable, decode, encode
 from outlast.store.sql import Query
@@ -200,8 +201,10 @@ class PostgresStore(SqlStore):
     async def claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
         return await self._retrying(lambda: SqlStore.claim_queued(self, instance, ttl, limit))
 
-    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any]) -> bool:
-        return await self._retrying(lambda: SqlStore.cancel_queued(self, rid, events, outcome))
+    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any],
+                            webhooks: Sequence[WebhookWrite] = ()) -> bool:
+        return await self._retrying(
+            lambda: SqlStore.cancel_queued(self, rid, events, outcome, webhooks))
 
     # -- notifications ----------------------------------------------------
     async def notify(self, notification: Notification) -> None:

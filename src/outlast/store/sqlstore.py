@@ -45,6 +45,8 @@ from outlast.store.base import (
     ThreadPage,
     ThreadRecord,
     ThreadView,
+    WebhookRecord,
+    WebhookWrite,
 )
 from outlast.store.cursors import decode_thread_cursor, encode_thread_cursor
 from outlast.store.notifications import Notification
@@ -422,6 +424,8 @@ class SqlStore(Store):
                     await c.run("run_finish", rid=w.rid, status=f.status,
                                 outcome=None if f.outcome is None else dumps(f.outcome),
                                 error=None if f.error is None else dumps(f.error), now=now)
+                    # G12: the notification is owed exactly when the end commits.
+                    await self._insert_webhooks(c, w.rid, f.webhooks, now)
                     await c.run("thread_refresh_status", tid=w.tid, now=now)
         return fenced
 
@@ -431,13 +435,15 @@ class SqlStore(Store):
             row = await c.one("run_get_rid", rid=rid)
         return None if row is None else RunRecord.from_row(row)
 
-    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any]) -> bool:
+    async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any],
+                            webhooks: Sequence[WebhookWrite] = ()) -> bool:
         now = time.time()
         async with self._write() as c:
             row = await c.one("run_cancel_queued", rid=rid, now=now, outcome=dumps(outcome),
                               last_seq=len(events))
             if row is None:
                 return False
+            await self._insert_webhooks(c, rid, webhooks, now)
             await c.many("event_insert", [
                 {"rid": rid, "seq": i + 1, "boundary": 1, "body": body}
                 for i, body in enumerate(events)
@@ -582,3 +588,46 @@ class SqlStore(Store):
         async with self._read() as c:
             rows = await c.all("fork_runs_upto", tid=tid, rid=rid)
         return [RunRecord.from_row(r) for r in rows]
+
+    # -- webhooks (G12) ----------------------------------------------------
+    @staticmethod
+    async def _insert_webhooks(c: Conn, rid: int, webhooks: Sequence[WebhookWrite],
+                               now: float) -> None:
+        if webhooks:
+            await c.many("webhook_insert", [
+                {"rid": rid, "id": h.id, "url": h.url, "type": h.type, "body": h.body,
+                 "now": now, "expires_at": h.expires_at}
+                for h in webhooks
+            ])
+
+    async def webhook_claim(self, instance: str, lease_until: float,
+                            limit: int) -> list[WebhookRecord]:
+        async with self._write() as c:
+            rows = await c.all("webhook_claim", instance=instance, now=time.time(),
+                               lease_until=lease_until, limit=limit)
+        return sorted((WebhookRecord.from_row(r) for r in rows), key=lambda h: h.wid)
+
+    async def webhook_settle(self, wid: int, instance: str, attempt: int, *, status: str,
+                             next_at: float, last_status: int | None,
+                             last_error: str | None) -> bool:
+        async with self._write() as c:
+            changed = await c.run(
+                "webhook_settle", wid=wid, instance=instance, attempt=attempt, status=status,
+                next_at=next_at, last_status=last_status, last_error=last_error,
+                delivered_at=time.time() if status == "delivered" else None)
+        return changed == 1
+
+    async def webhook_release(self, instance: str, *, others: bool = False) -> None:
+        async with self._write() as c:
+            await c.run("webhook_release", instance=instance, now=time.time(),
+                        others=1 if others else 0)
+
+    async def webhook_next_due(self) -> float | None:
+        async with self._read() as c:
+            row = await c.one("webhook_next_due")
+        return None if row is None or row["next_at"] is None else float(row["next_at"])
+
+    async def webhooks_for_run(self, rid: int) -> list[WebhookRecord]:
+        async with self._read() as c:
+            rows = await c.all("webhooks_for_run", rid=rid)
+        return [WebhookRecord.from_row(r) for r in rows]

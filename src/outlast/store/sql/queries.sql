@@ -297,3 +297,35 @@ VALUES (:tid, :id, :rid, :run_id, :body, :expires_ts, 'pending');
 -- name: fork_runs_upto
 -- A thread's runs up to and including one, in the order they ran.
 SELECT * FROM runs WHERE tid = :tid AND rid <= :rid ORDER BY rid;
+
+-- webhooks --
+-- The outbox of G12: rows are inserted with a run's end, claimed by one statement
+-- (webhook_claim, per dialect: SKIP LOCKED on PostgreSQL) and settled fenced by the
+-- claim's owner and attempt, so a process whose lease ran out changes nothing.
+
+-- name: webhook_insert
+-- Record a delivery owed for a run's end, in the transaction that ends the run (G12).
+INSERT INTO webhooks (rid, id, url, type, body, created_at, expires_at, next_at)
+VALUES (:rid, :id, :url, :type, :body, :now, :expires_at, :now);
+
+-- name: webhook_settle
+-- The end of one attempt: delivered, due again at :next_at, or expired; only for
+-- the holder of this attempt's lease.
+UPDATE webhooks SET status = :status, next_at = :next_at, lease_owner = NULL,
+    last_status = :last_status, last_error = :last_error, delivered_at = :delivered_at
+WHERE wid = :wid AND lease_owner = :instance AND attempts = :attempt AND status = 'pending';
+
+-- name: webhook_release
+-- Make in-flight deliveries due now: this instance's own (stopping), or, with
+-- :others = 1, every other instance's (SQLite's directory lock proves them gone).
+UPDATE webhooks SET lease_owner = NULL, next_at = :now
+WHERE status = 'pending' AND lease_owner IS NOT NULL
+  AND ((:others = 0 AND lease_owner = :instance) OR (:others = 1 AND lease_owner <> :instance));
+
+-- name: webhook_next_due
+-- When the earliest pending delivery is due (NULL when none is owed).
+SELECT MIN(next_at) AS next_at FROM webhooks WHERE status = 'pending';
+
+-- name: webhooks_for_run
+-- A run's deliveries, in the order they were recorded.
+SELECT * FROM webhooks WHERE rid = :rid ORDER BY wid;

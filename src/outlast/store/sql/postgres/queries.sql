@@ -144,3 +144,23 @@ FROM events WHERE rid IN (SELECT rid FROM compacting);
 -- name: constructs_delete_runs
 -- Remove the construct index of the runs (a JSON array of rids) with their events.
 DELETE FROM constructs WHERE rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint);
+
+-- webhooks --
+
+-- name: webhook_claim
+-- Lease due deliveries to :instance until :lease_until, counting the attempt; a due
+-- one past its expiry ends 'expired' instead (one statement: SKIP LOCKED, so no two
+-- processes ever hold the same delivery and claimers never wait).
+WITH picked AS (
+    SELECT wid FROM webhooks
+    WHERE status = 'pending' AND next_at <= :now
+    ORDER BY next_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED)
+UPDATE webhooks SET
+    status = CASE WHEN webhooks.expires_at <= :now THEN 'expired' ELSE 'pending' END,
+    lease_owner = CASE WHEN webhooks.expires_at <= :now THEN NULL ELSE :instance END,
+    attempts = webhooks.attempts + CASE WHEN webhooks.expires_at <= :now THEN 0 ELSE 1 END,
+    next_at = :lease_until
+FROM picked
+WHERE webhooks.wid = picked.wid
+RETURNING webhooks.*;

@@ -97,3 +97,18 @@ FROM events WHERE rid IN (SELECT rid FROM compacting);
 -- name: constructs_delete_runs
 -- Remove the construct index of the runs (a JSON array of rids) with their events.
 DELETE FROM constructs WHERE rid IN (SELECT value FROM json_each(:rids));
+
+-- webhooks --
+
+-- name: webhook_claim
+-- Lease due deliveries to :instance until :lease_until, counting the attempt; a due
+-- one past its expiry ends 'expired' instead (one statement).
+UPDATE webhooks SET
+    status = CASE WHEN expires_at <= :now THEN 'expired' ELSE 'pending' END,
+    lease_owner = CASE WHEN expires_at <= :now THEN NULL ELSE :instance END,
+    attempts = attempts + CASE WHEN expires_at <= :now THEN 0 ELSE 1 END,
+    next_at = :lease_until
+WHERE wid IN (
+    SELECT wid FROM webhooks WHERE status = 'pending' AND next_at <= :now
+    ORDER BY next_at LIMIT :limit)
+RETURNING *;
