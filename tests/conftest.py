@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -34,9 +34,44 @@ def server(server_factory: object) -> ServerProcess:
     return server_factory("--keepalive", "2")  # type: ignore[operator, no-any-return]
 
 
+# The options ``module_server`` starts with unless the module sets ``SERVER_ARGS``.
+MODULE_SERVER_ARGS = ("--keepalive", "2")
+
+
+@pytest.fixture(scope="module")
+def module_server_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                          ) -> Iterator[Callable[..., ServerProcess]]:
+    """Start ``outlast serve`` processes that live until the module's last test is done."""
+    started: list[ServerProcess] = []
+    name = request.module.__name__.rsplit(".", 1)[-1]
+
+    def start(*args: str, env: dict[str, str] | None = None) -> ServerProcess:
+        proc = ServerProcess(tmp_path_factory.mktemp(name), list(args), env or {})
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def module_server(request: pytest.FixtureRequest,
+                  module_server_factory: Callable[..., ServerProcess]) -> ServerProcess:
+    """One server shared by every test of a module (options: the module's ``SERVER_ARGS``,
+    else a fast keepalive). The tests share its store, so each uses its own thread and run ids.
+    """
+    return module_server_factory(*getattr(request.module, "SERVER_ARGS", MODULE_SERVER_ARGS))
+
+
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with server.client() as c:
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the test's server: ``module_server`` when the test uses it (directly, or
+    through its module's ``pytestmark = pytest.mark.usefixtures("module_server")``), else
+    the test's own ``server``."""
+    shared = "module_server" in request.fixturenames
+    srv: ServerProcess = request.getfixturevalue("module_server" if shared else "server")
+    async with srv.client() as c:
         yield c
 
 

@@ -12,7 +12,6 @@ import asyncio
 import signal
 import sqlite3
 import time
-from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 from outlast.protocol.fold import ThreadFold
-from tests.support.runs import run_record, stored_log, uid, wait_final
+from tests.support.runs import run_record, steps_run, stored_log, uid, wait_final
 from tests.support.server import Frame, ServerProcess, demo_input, sse_frames, wait_for
 
 
@@ -57,11 +56,6 @@ class Watcher:
             self.task.cancel()
             with suppress(asyncio.CancelledError):
                 await self.task
-
-
-def steps_run(effects_log: Path, run_id: str) -> Counter[int]:
-    lines = effects_log.read_text().splitlines() if effects_log.exists() else []
-    return Counter(int(ln.split()[1]) for ln in lines if ln.split()[0] == run_id)
 
 
 def sqlite_row(data_dir: Path, sql: str, *params: Any) -> tuple[Any, ...] | None:

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.server import ServerProcess
+
 pytestmark = pytest.mark.browser
+
+# The tests share one server (``module_server``) with its default keepalive; each test
+# uses its own thread.
+SERVER_ARGS: tuple[str, ...] = ()
 
 CHROMIUM = os.environ.get("OUTLAST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -40,7 +39,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SRC = Path(__file__).resolve().parents[2] / "src"
 WAIT_MS = 30_000
 
 # Short, but long enough to act on a run while it is still going.
@@ -71,57 +69,6 @@ def browser() -> Iterator[Any]:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield chromium
         chromium.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``outlast serve`` on a free loopback port with a fresh data dir."""
-    port = _free_port()
-    data_dir = tmp_path_factory.mktemp("outlast-data")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-    }
-    cmd = [sys.executable, "-m", "outlast.cli.main", "serve", "--host", "127.0.0.1"]
-    cmd += ["--port", str(port), "--data-dir", str(data_dir)]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    output: list[str] = []
-
-    def drain() -> None:  # keep reading so the pipe never fills and blocks the server
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            output.append(line)
-            lines.put(line)
-
-    threading.Thread(target=drain, daemon=True).start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while True:
-            try:
-                line = lines.get(timeout=30)
-            except queue.Empty:
-                pytest.fail("outlast serve printed no URL within 30 s:\n" + "".join(output))
-            if f"127.0.0.1:{port}" in line:
-                break
-            if proc.poll() is not None:
-                pytest.fail("outlast serve exited:\n" + "".join(output))
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture
@@ -215,12 +162,14 @@ def _run_until_interrupted(server: str, thread_id: str) -> str:
     return run_id
 
 
-def test_reload_mid_run_keeps_messages_and_follows_to_the_end(context: Any, server: str) -> None:
+def test_reload_mid_run_keeps_messages_and_follows_to_the_end(
+    context: Any, module_server: ServerProcess
+) -> None:
     from playwright.sync_api import expect
 
     _with_knobs(context, SLOW)
     page = context.new_page()
-    page.goto(server + "/")
+    page.goto(module_server.url + "/")
     thread_id = _send(page, "plan a small trip")
     _wait_for_text(page)
     before = _message_ids(page)
@@ -234,17 +183,17 @@ def test_reload_mid_run_keeps_messages_and_follows_to_the_end(context: Any, serv
     after = _message_ids(page)
     assert set(before) <= set(after)
     assert len(after) > len(before)
-    _assert_matches_store(page, server, thread_id)
+    _assert_matches_store(page, module_server.url, thread_id)
 
 
 def test_network_drop_reconnects_without_losing_or_duplicating_text(
-    context: Any, server: str
+    context: Any, module_server: ServerProcess
 ) -> None:
     from playwright.sync_api import expect
 
     _with_knobs(context, SLOW)
     page = context.new_page()
-    page.goto(server + "/")
+    page.goto(module_server.url + "/")
     thread_id = _send(page, "write three short notes")
     _wait_for_text(page)
 
@@ -256,52 +205,54 @@ def test_network_drop_reconnects_without_losing_or_duplicating_text(
 
     expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
     assert int(connection.get_attribute("data-reconnects") or 0) >= 1
-    _assert_matches_store(page, server, thread_id)
+    _assert_matches_store(page, module_server.url, thread_id)
 
 
-def test_stop_cancels_the_run(context: Any, server: str) -> None:
+def test_stop_cancels_the_run(context: Any, module_server: ServerProcess) -> None:
     from playwright.sync_api import expect
 
     _with_knobs(context, {**SLOW, "steps": 8})
     page = context.new_page()
-    page.goto(server + "/")
+    page.goto(module_server.url + "/")
     thread_id = _send(page, "a long job")
     _wait_for_text(page)
 
     page.get_by_test_id("stop").click()
     expect(page.get_by_test_id("run-status")).to_have_text("cancelled", timeout=WAIT_MS)
-    runs = httpx.get(f"{server}/threads/{thread_id}/runs", timeout=10).json()
+    runs = httpx.get(f"{module_server.url}/threads/{thread_id}/runs", timeout=10).json()
     runs = runs if isinstance(runs, list) else runs.get("runs", runs.get("items", []))
     assert runs[0]["status"] == "cancelled"
 
 
 def test_approval_raised_while_closed_is_shown_on_open_and_can_be_approved(
-    context: Any, server: str
+    context: Any, module_server: ServerProcess
 ) -> None:
     from playwright.sync_api import expect
 
     thread_id = str(uuid.uuid4())
-    _run_until_interrupted(server, thread_id)
+    _run_until_interrupted(module_server.url, thread_id)
 
     _with_knobs(context, QUICK)
     page = context.new_page()
-    page.goto(f"{server}/?thread={thread_id}")
+    page.goto(f"{module_server.url}/?thread={thread_id}")
     expect(page.get_by_test_id("run-status")).to_have_text("interrupted", timeout=WAIT_MS)
     expect(page.get_by_test_id("interrupt")).to_have_count(1, timeout=WAIT_MS)
 
     page.get_by_test_id("approve").click()
     expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
     expect(page.get_by_test_id("interrupt")).to_have_count(0)
-    assert _stored_thread(server, thread_id)["interrupts"] == []
-    _assert_matches_store(page, server, thread_id)
+    assert _stored_thread(module_server.url, thread_id)["interrupts"] == []
+    _assert_matches_store(page, module_server.url, thread_id)
 
 
-def test_approving_in_a_second_tab_updates_the_first(browser: Any, server: str) -> None:
+def test_approving_in_a_second_tab_updates_the_first(
+    browser: Any, module_server: ServerProcess
+) -> None:
     from playwright.sync_api import expect
 
     thread_id = str(uuid.uuid4())
-    _run_until_interrupted(server, thread_id)
-    url = f"{server}/?thread={thread_id}"
+    _run_until_interrupted(module_server.url, thread_id)
+    url = f"{module_server.url}/?thread={thread_id}"
 
     # Two contexts: two devices, sharing nothing but the server.
     first_ctx = browser.new_context()
@@ -318,7 +269,7 @@ def test_approving_in_a_second_tab_updates_the_first(browser: Any, server: str) 
 
         expect(first.get_by_test_id("interrupt")).to_have_count(0, timeout=WAIT_MS)
         expect(first.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
-        _assert_matches_store(first, server, thread_id)
+        _assert_matches_store(first, module_server.url, thread_id)
     finally:
         first_ctx.close()
         second_ctx.close()

@@ -5,7 +5,7 @@ and change nothing: the thread list and every table of the SQLite file stay as t
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -14,22 +14,22 @@ import pytest
 from tests.support.runs import row_counts
 from tests.support.server import ServerProcess, collect, demo_input
 
+# One server for the whole module (``module_server``, which ``client`` then talks to):
+# the tests share its store, so each uses its own thread and run ids.
+pytestmark = pytest.mark.usefixtures("module_server")
+
 JSON = {"Content-Type": "application/json"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server for the module, holding one finished run ("known-r" on "known-t")."""
-    proc = ServerProcess(tmp_path_factory.mktemp("bad-input"), ["--keepalive", "2"])
-    proc.start()
-    with httpx.Client(base_url=proc.url, timeout=30) as client:
+@pytest.fixture(scope="module", autouse=True)
+def known_run(module_server: ServerProcess) -> None:
+    """The module's server holds one finished run ("known-r" on "known-t")."""
+    with httpx.Client(base_url=module_server.url, timeout=30) as client:
         with client.stream("POST", "/agents/demo",
                            json=demo_input("known-t", "known-r", steps=1)) as resp:
             assert resp.status_code == 200
             resp.read()
         assert client.get("/runs/known-r").json()["status"] == "succeeded"
-    yield proc
-    proc.stop()
 
 
 def body(**changes: Any) -> dict[str, Any]:
@@ -102,10 +102,10 @@ CASES = [
 @pytest.mark.parametrize(("method", "path", "kwargs", "status", "code"),
                          [pytest.param(*c[:5], id=c[5]) for c in CASES])
 async def test_a_bad_request_gets_its_error_and_stores_nothing(
-        client: httpx.AsyncClient, server: ServerProcess, method: str, path: str,
+        client: httpx.AsyncClient, module_server: ServerProcess, method: str, path: str,
         kwargs: dict[str, Any], status: int, code: str) -> None:
     threads = (await client.get("/threads")).json()
-    rows = row_counts(server)
+    rows = row_counts(module_server)
     assert rows["runs"] >= 1 and rows["events"] > 1  # the module's run is there to lose
 
     resp = await client.request(method, path, **kwargs)
@@ -115,7 +115,7 @@ async def test_a_bad_request_gets_its_error_and_stores_nothing(
     error = resp.json()["error"]
     assert error["code"] == code
     assert isinstance(error["message"], str) and error["message"]
-    assert row_counts(server) == rows
+    assert row_counts(module_server) == rows
     assert (await client.get("/threads")).json() == threads
     assert (await client.get("/runs/fresh-r")).status_code == 404
 

@@ -11,7 +11,6 @@ import signal
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -20,17 +19,12 @@ import pytest
 from tests.support.runs import FINAL, row_counts, run_in_status, run_record, stream_into
 from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
 
+# One server for the whole module (``module_server``, which ``client`` then talks to):
+# the tests share its store, so each uses its own thread and run ids.
+pytestmark = pytest.mark.usefixtures("module_server")
+
 # Long enough that nothing finishes by itself while a test looks at it.
 SLOW = {"steps": 4, "step_delay_ms": 1500, "tokens_per_message": 3, "token_delay_ms": 5}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server for the module: every test uses its own thread and run ids."""
-    proc = ServerProcess(tmp_path_factory.mktemp("busy"), ["--keepalive", "2"])
-    proc.start()
-    yield proc
-    proc.stop()
 
 
 async def start_slow(client: httpx.AsyncClient, thread_id: str, run_id: str,
@@ -44,9 +38,9 @@ async def start_slow(client: httpx.AsyncClient, thread_id: str, run_id: str,
 
 
 async def test_reject_refuses_a_second_run_while_one_is_active(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     await start_slow(client, "reject-t", "reject-r1")
-    before = row_counts(server, "threads", "runs", "idempotency")
+    before = row_counts(module_server, "threads", "runs", "idempotency")
     threads = (await client.get("/threads")).json()
 
     for headers in ({"Outlast-Multitask": "reject"}, {}):  # reject is the default
@@ -58,7 +52,7 @@ async def test_reject_refuses_a_second_run_while_one_is_active(
         assert error["activeRunId"] == "reject-r1"
         assert error["message"]
 
-    assert row_counts(server, "threads", "runs", "idempotency") == before
+    assert row_counts(module_server, "threads", "runs", "idempotency") == before
     assert (await client.get("/runs/reject-r2")).status_code == 404
     # updatedAt moves with the running run's snapshots; what a refusal must not
     # change is which threads exist and what they are.
@@ -123,7 +117,7 @@ async def test_interrupt_cancels_the_active_run_before_the_next_starts(
 
 
 async def test_cancel_stops_a_run_promptly_and_is_idempotent(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     live: list[Frame] = []
     task = asyncio.create_task(stream_into(client, "POST", "/agents/demo", live,
                                            json=demo_input("stop-t", "stop-r", **SLOW)))
@@ -149,7 +143,7 @@ async def test_cancel_stops_a_run_promptly_and_is_idempotent(
     thread = (await client.get("/threads/stop-t")).json()
     assert thread["activeRun"] is None
     assert thread["asOf"] == {"runId": "stop-r", "seq": record["lastSeq"]}  # state kept
-    assert not any(line.startswith("stop-r 2 ") for line in server.effects())
+    assert not any(line.startswith("stop-r 2 ") for line in module_server.effects())
 
     for url in ("/runs/stop-r/cancel", "/runs/stop-r/cancel?wait=true"):
         again = await client.post(url)
@@ -200,23 +194,23 @@ async def test_cancelling_a_queued_run_never_starts_it(client: httpx.AsyncClient
 
 
 async def test_deleting_a_thread_waits_for_it_to_be_idle(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     await start_slow(client, "del-t", "del-r")
-    before = row_counts(server, "threads", "runs")
+    before = row_counts(module_server, "threads", "runs")
     resp = await client.delete("/threads/del-t")
     assert resp.status_code == 409
     assert resp.json()["error"]["code"] == "thread_busy"
-    assert row_counts(server, "threads", "runs") == before
+    assert row_counts(module_server, "threads", "runs") == before
     assert (await run_record(client, "del-r"))["status"] == "running"
 
     await client.post("/runs/del-r/cancel?wait=true")
-    assert row_counts(server, "events")["events"] > 0
+    assert row_counts(module_server, "events")["events"] > 0
     resp = await client.delete("/threads/del-t")
     assert resp.status_code == 204
     assert (await client.get("/threads/del-t")).status_code == 404
     assert (await client.get("/runs/del-r")).status_code == 404
     assert (await client.get("/runs/del-r/events")).status_code == 404
-    db = sqlite3.connect(f"file:{server.data_dir / 'outlast.db'}?mode=ro", uri=True)
+    db = sqlite3.connect(f"file:{module_server.data_dir / 'outlast.db'}?mode=ro", uri=True)
     try:
         left = db.execute("SELECT (SELECT COUNT(*) FROM runs WHERE id = 'del-r'), "
                           "(SELECT COUNT(*) FROM events e JOIN runs r USING (rid) "
@@ -225,7 +219,7 @@ async def test_deleting_a_thread_waits_for_it_to_be_idle(
     finally:
         db.close()
     assert left == (0, 0, 0)
-    assert row_counts(server, "threads", "runs") == {
+    assert row_counts(module_server, "threads", "runs") == {
         "threads": before["threads"] - 1, "runs": before["runs"] - 1}
     again = await client.delete("/threads/del-t")
     assert again.status_code == 404 and again.json()["error"]["code"] == "thread_not_found"

@@ -9,7 +9,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -18,24 +18,15 @@ import pytest
 from tests.support.runs import FINAL, run_in_status
 from tests.support.server import ServerProcess, collect, demo_input, wait_for
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """The default policy (continue); every test uses its own thread and run ids."""
-    proc = ServerProcess(tmp_path_factory.mktemp("disconnect"), ["--keepalive", "2"])
-    proc.start()
-    yield proc
-    proc.stop()
+# One server for the whole module (``module_server``, which ``client`` then talks to):
+# the tests share its store, so each uses its own thread and run ids.
+pytestmark = pytest.mark.usefixtures("module_server")
 
 
 @pytest.fixture(scope="module")
-def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def impatient(module_server_factory: Callable[..., ServerProcess]) -> ServerProcess:
     """Server default on_disconnect=cancel, and a 1 s keepalive (so a 1 s send timeout)."""
-    proc = ServerProcess(tmp_path_factory.mktemp("impatient"),
-                         ["--keepalive", "1", "--on-disconnect", "cancel"])
-    proc.start()
-    yield proc
-    proc.stop()
+    return module_server_factory("--keepalive", "1", "--on-disconnect", "cancel")
 
 
 async def raw_request(url: str, body: dict[str, Any], headers: dict[str, str] | None = None,
@@ -56,14 +47,14 @@ async def raw_request(url: str, body: dict[str, Any], headers: dict[str, str] | 
     return sock
 
 
-async def test_first_write_fails(client: httpx.AsyncClient, server: ServerProcess) -> None:
+async def test_first_write_fails(client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     # The client sends the request and closes the socket before reading a byte, so the
     # server's first write of the response fails. The run is admitted anyway, shows as the
     # thread's active run, and can be stopped by its id (G4).
     for n in range(3):
         thread_id, run_id = f"gone-t{n}", f"gone-r{n}"
         body = demo_input(thread_id, run_id, steps=3, step_delay_ms=1500)
-        sock = await raw_request(server.url, body)
+        sock = await raw_request(module_server.url, body)
         sock.close()
         await run_in_status(client, run_id, "running")
         thread = (await client.get(f"/threads/{thread_id}")).json()
@@ -75,11 +66,11 @@ async def test_first_write_fails(client: httpx.AsyncClient, server: ServerProces
         _, frames = await collect(client, "GET", f"/runs/{run_id}/events")
         assert frames[0].event["type"] == "RUN_STARTED"
         assert frames[-1].event["outcome"] == {"type": "cancelled"}
-    assert "Traceback" not in "\n".join(server.log)
+    assert "Traceback" not in "\n".join(module_server.log)
 
 
 async def test_a_disconnect_with_continue_leaves_the_run_running(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     for run_id, headers in (("stay-r1", {}), ("stay-r2", {"Outlast-On-Disconnect": "continue"})):
         body = demo_input(f"{run_id}-t", run_id, steps=2, step_delay_ms=100)
         resp, seen = await collect(client, "POST", "/agents/demo", json=body, limit=3,
@@ -87,7 +78,7 @@ async def test_a_disconnect_with_continue_leaves_the_run_running(
         assert resp.status_code == 200 and len(seen) == 3
         run = await run_in_status(client, run_id, *FINAL)
         assert run["status"] == "succeeded"
-        assert sum(line.startswith(f"{run_id} ") for line in server.effects()) == 2
+        assert sum(line.startswith(f"{run_id} ") for line in module_server.effects()) == 2
 
 
 async def test_on_disconnect_cancel_cancels_the_run_when_its_creating_stream_goes(

@@ -11,20 +11,15 @@ client must accept every stream.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from ag_ui import core
 
 from outlast.protocol.fold import ThreadFold, fold_events
+from tests.support.agui_client import stock_client_node, stock_client_scenarios
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
 Event = dict[str, Any]
 Client = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 
@@ -32,31 +27,8 @@ Client = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 @pytest.fixture(scope="module")
 def client() -> Client:
     """Runs scenarios through the stock client; skips (or fails under CI) without it."""
-    node = shutil.which("node")
-    problem = None
-    if node is None:
-        problem = "node is not installed"
-    elif not (JS_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
-        problem = "tests/js/node_modules is missing; run `npm ci --prefix tests/js`"
-    if problem is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"@ag-ui/client harness unavailable under CI: {problem}")
-        pytest.skip(problem)
-    assert node is not None
-
-    def run(scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        proc = subprocess.run(
-            [node, str(JS_DIR / "fold.mjs")],
-            input=json.dumps({"scenarios": scenarios}),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-        results: list[dict[str, Any]] = json.loads(proc.stdout)["scenarios"]
-        return results
-
-    return run
+    stock_client_node()
+    return stock_client_scenarios
 
 
 def ev(cls: type[core.BaseEvent], **fields: Any) -> Event:

@@ -7,38 +7,27 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.support.runs import row_counts, wait_final, with_ids
+from tests.support.runs import row_counts, steps_run, wait_final, with_ids
 from tests.support.server import ServerProcess, collect, demo_input
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server for the module: every test uses its own thread and run ids."""
-    proc = ServerProcess(tmp_path_factory.mktemp("admission"), ["--keepalive", "2"])
-    proc.start()
-    yield proc
-    proc.stop()
-
-
-def steps_run(server: ServerProcess, run_id: str) -> list[str]:
-    """The steps whose tool ran, one entry per line of effects.log."""
-    return sorted(line.split()[1] for line in server.effects() if line.startswith(f"{run_id} "))
+# One server for the whole module (``module_server``, which ``client`` then talks to):
+# the tests share its store, so each uses its own thread and run ids.
+pytestmark = pytest.mark.usefixtures("module_server")
 
 
 async def test_disconnect_plus_retry_exactly_one_execution(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     body = demo_input("retry-t", "retry-r", steps=3, step_delay_ms=120, token_delay_ms=10)
     first, seen = await collect(client, "POST", "/agents/demo", json=body, limit=6)
     assert first.status_code == 200 and "Outlast-Replayed" not in first.headers
     assert (await client.get("/runs/retry-r")).json()["status"] == "running"
 
     # Retries while the run goes on: one, and 16 at once; every one attaches.
-    async with server.client(limits=httpx.Limits(max_connections=32)) as many:
+    async with module_server.client(limits=httpx.Limits(max_connections=32)) as many:
         retries = await asyncio.gather(*(
             collect(many, "POST", "/agents/demo", json=body) for _ in range(17)))
     retry, frames = retries[0]
@@ -56,15 +45,15 @@ async def test_disconnect_plus_retry_exactly_one_execution(
     run = await wait_final(client, "retry-r")
     assert run["status"] == "succeeded" and run["attempts"] == 1
     assert run["lastSeq"] == len(frames)
-    assert steps_run(server, "retry-r") == ["1", "2", "3"]
+    assert steps_run(module_server.effects_log, "retry-r") == {1: 1, 2: 1, 3: 1}
     runs = (await client.get("/threads/retry-t/runs")).json()["runs"]
     assert [r["runId"] for r in runs] == ["retry-r"]
 
 
 async def test_sixteen_concurrent_identical_requests_make_one_run(
-        server: ServerProcess) -> None:
+        module_server: ServerProcess) -> None:
     body = demo_input("herd-t", "herd-r", steps=2, step_delay_ms=100, token_delay_ms=5)
-    async with server.client(limits=httpx.Limits(max_connections=32)) as client:
+    async with module_server.client(limits=httpx.Limits(max_connections=32)) as client:
         results = await asyncio.gather(*(
             collect(client, "POST", "/agents/demo", json=body) for _ in range(16)))
         run = await wait_final(client, "herd-r")
@@ -79,15 +68,15 @@ async def test_sixteen_concurrent_identical_requests_make_one_run(
     assert logs[0][-1][1]["type"] == "RUN_FINISHED"
     assert [r["runId"] for r in runs] == ["herd-r"]
     assert run["status"] == "succeeded" and run["attempts"] == 1
-    assert steps_run(server, "herd-r") == ["1", "2"]  # one set of effects
+    assert steps_run(module_server.effects_log, "herd-r") == {1: 1, 2: 1}  # one set of effects
 
 
 async def test_retry_after_completion_replays_the_finished_run(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     body = demo_input("done-t", "done-r", steps=2)
     _, live = await collect(client, "POST", "/agents/demo", json=body)
-    effects = server.effects()
-    counts = row_counts(server)
+    effects = module_server.effects()
+    counts = row_counts(module_server)
 
     retry, frames = await collect(client, "POST", "/agents/demo", json=body)
     assert retry.headers["Outlast-Replayed"] == "true"
@@ -107,14 +96,14 @@ async def test_retry_after_completion_replays_the_finished_run(
     assert with_ids(end) == []  # nothing after the last seq ...
     assert end[-1].event == live[-1].event  # ... but the stream still ends with the end
 
-    assert server.effects() == effects  # no new execution
-    assert row_counts(server) == counts
+    assert module_server.effects() == effects  # no new execution
+    assert row_counts(module_server) == counts
     assert [r["runId"] for r in (await client.get("/threads/done-t/runs")).json()["runs"]] == [
         "done-r"]
 
 
 async def test_an_idempotency_key_header_names_the_request(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     body = demo_input("key-t", "key-r", steps=1)
     headers = {"Idempotency-Key": "order-42"}
     first, live = await collect(client, "POST", "/agents/demo", json=body, headers=headers)
@@ -122,15 +111,15 @@ async def test_an_idempotency_key_header_names_the_request(
     assert "Outlast-Replayed" not in first.headers
     assert again.headers["Outlast-Replayed"] == "true"
     assert with_ids(frames) == with_ids(live)
-    assert steps_run(server, "key-r") == ["1"]
+    assert steps_run(module_server.effects_log, "key-r") == {1: 1}
 
 
 async def test_the_same_idempotency_key_with_a_different_body_is_refused(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     body = demo_input("reuse-t", "reuse-r", steps=1)
     await collect(client, "POST", "/agents/demo", json=body)
     threads = (await client.get("/threads")).json()
-    counts = row_counts(server)
+    counts = row_counts(module_server)
 
     changed = demo_input("reuse-t", "reuse-r", "something else", steps=1)
     resp = await client.post("/agents/demo", json=changed)
@@ -138,29 +127,29 @@ async def test_the_same_idempotency_key_with_a_different_body_is_refused(
     assert resp.json()["error"]["code"] == "idempotency_key_reused"
     assert resp.json()["error"]["message"]
     assert counts["runs"] >= 1 and counts["events"] > counts["runs"]  # the reader sees data
-    assert row_counts(server) == counts
+    assert row_counts(module_server) == counts
     assert (await client.get("/threads")).json() == threads
 
     # With an explicit key, a new runId under the same key is a different request too.
     keyed = {"Idempotency-Key": "reuse-key"}
     await collect(client, "POST", "/agents/demo", json=demo_input("reuse-t2", "reuse-k1",
                                                                    steps=1), headers=keyed)
-    counts = row_counts(server)
+    counts = row_counts(module_server)
     threads = (await client.get("/threads")).json()
     resp = await client.post("/agents/demo", headers=keyed,
                              json=demo_input("reuse-t2", "reuse-k2", steps=1))
     assert resp.status_code == 422
     assert resp.json()["error"]["code"] == "idempotency_key_reused"
     assert (await client.get("/runs/reuse-k2")).status_code == 404
-    assert row_counts(server) == counts
+    assert row_counts(module_server) == counts
     assert (await client.get("/threads")).json() == threads
 
 
 async def test_a_run_id_already_used_on_another_thread_is_refused(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     await collect(client, "POST", "/agents/demo", json=demo_input("owner-t", "shared-r", steps=1))
     threads = (await client.get("/threads")).json()
-    counts = row_counts(server)
+    counts = row_counts(module_server)
 
     # Another thread, the same runId, another idempotency key: the runId is taken.
     resp = await client.post("/agents/demo", headers={"Idempotency-Key": "other-key"},
@@ -169,7 +158,7 @@ async def test_a_run_id_already_used_on_another_thread_is_refused(
     error = resp.json()["error"]
     assert error["code"] == "run_id_conflict" and error["message"]
     assert (await client.get("/threads/other-t")).status_code == 404
-    assert row_counts(server) == counts
+    assert row_counts(module_server) == counts
     assert (await client.get("/threads")).json() == threads
     run = (await client.get("/runs/shared-r")).json()
     assert run["threadId"] == "owner-t"

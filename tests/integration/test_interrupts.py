@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections import Counter
 from typing import Any
 
 import httpx
@@ -19,7 +18,7 @@ import pytest
 
 from outlast.protocol.fold import ThreadFold
 from tests.support.agents import AGENT_ENV, ASK_AGENT
-from tests.support.runs import run_record, uid, wait_final
+from tests.support.runs import run_record, steps_run, uid, wait_final
 from tests.support.server import Frame, ServerProcess, collect, demo_input
 
 # Fields the HTTP views add to a stored interrupt; the wire shape has none of them.
@@ -70,16 +69,6 @@ async def pending(c: httpx.AsyncClient, thread_id: str) -> list[dict[str, Any]]:
     return r.json()["interrupts"]  # type: ignore[no-any-return]
 
 
-def steps_run(server: ServerProcess, run_ids: set[str]) -> Counter[int]:
-    """How many times each demo step's tool ran, over the given runs."""
-    counts: Counter[int] = Counter()
-    for line in server.effects():
-        run_id, step, _ = line.split(" ")
-        if run_id in run_ids:
-            counts[int(step)] += 1
-    return counts
-
-
 def events(frames: list[Frame], kind: str) -> list[dict[str, Any]]:
     return [f.event for f in frames if f.event["type"] == kind]
 
@@ -128,8 +117,8 @@ async def find_and_answer(c: httpx.AsyncClient, server: ServerProcess, thread_id
     assert thread["interrupts"] == []
     results = [m for m in thread["messages"] if m.get("toolCallId") == interrupt["toolCallId"]]
     assert len(results) == 1 and "read_file finished step 2" in results[0]["content"]
-    assert steps_run(server, {run_id, continuation}) == {1: 1, 2: 1, 3: 1}
-    assert steps_run(server, {continuation}) == {2: 1, 3: 1}
+    assert steps_run(server.effects_log, run_id, continuation) == {1: 1, 2: 1, 3: 1}
+    assert steps_run(server.effects_log, continuation) == {2: 1, 3: 1}
     answered = (await run_record(c, run_id))["interrupts"]
     assert answered == []  # the run resource lists pending interrupts only
 
@@ -195,7 +184,7 @@ async def test_concurrent_answers_one_wins(server: ServerProcess,
 
     runs = (await client.get(f"/threads/{thread_id}/runs")).json()["runs"]
     assert sorted(r["runId"] for r in runs) == sorted([run_id, continuation])
-    assert steps_run(server, {r["runId"] for r in runs}) == {1: 1, 2: 1, 3: 1}
+    assert steps_run(server.effects_log, *(r["runId"] for r in runs)) == {1: 1, 2: 1, 3: 1}
 
 
 @pytest.mark.parametrize("verdict", ["approve", "deny", "edit"])
@@ -220,7 +209,7 @@ async def test_agui_resume_answers_the_approval(server: ServerProcess,
     assert (await run_record(client, cont_id))["status"] == "succeeded"
 
     [result] = [e for e in events(frames, "TOOL_CALL_RESULT") if e["toolCallId"] == call_id]
-    ran = steps_run(server, {run_id, cont_id})
+    ran = steps_run(server.effects_log, run_id, cont_id)
     if verdict == "deny":
         assert result["content"] == "Not run: the person did not approve it."
         assert "Skipped step 2" in texts(frames)
@@ -340,8 +329,8 @@ async def test_resending_the_winning_resume_attaches_to_the_continuation(
 
     runs = (await client.get(f"/threads/{thread_id}/runs")).json()["runs"]
     assert sorted(r["runId"] for r in runs) == sorted([run_id, cont_id])
-    assert steps_run(server, {run_id, cont_id}) == {1: 1, 2: 1, 3: 1}
-    assert steps_run(server, {run_id2, cont2}) == {1: 1, 2: 1, 3: 1}
+    assert steps_run(server.effects_log, run_id, cont_id) == {1: 1, 2: 1, 3: 1}
+    assert steps_run(server.effects_log, run_id2, cont2) == {1: 1, 2: 1, 3: 1}
 
 
 async def test_an_expired_interrupt_can_only_be_cancelled(server: ServerProcess,

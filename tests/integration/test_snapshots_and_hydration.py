@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,9 @@ from tests.support.inprocess import in_process_server
 from tests.support.runs import fold_of, stream_into, wait_final
 from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server for the module: every test uses its own thread and run ids."""
-    proc = ServerProcess(tmp_path_factory.mktemp("snapshots"), ["--keepalive", "2"])
-    proc.start()
-    yield proc
-    proc.stop()
+# One server for the whole module (``module_server``, which ``client`` then talks to):
+# the tests share its store, so each uses its own thread and run ids.
+pytestmark = pytest.mark.usefixtures("module_server")
 
 
 def hydration(thread_id: str, run_id: str) -> dict[str, Any]:
@@ -97,10 +91,10 @@ async def test_the_thread_snapshot_follows_the_run_boundary_by_boundary(
 
 
 async def test_hydrating_an_idle_thread_streams_its_snapshot_and_runs_nothing(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     await collect(client, "POST", "/agents/demo", json=demo_input("idle-t", "idle-r1", steps=2))
     thread = (await client.get("/threads/idle-t")).json()
-    effects = server.effects()
+    effects = module_server.effects()
 
     resp, frames = await collect(client, "POST", "/agents/demo",
                                  json=hydration("idle-t", "idle-h1"))
@@ -117,7 +111,7 @@ async def test_hydrating_an_idle_thread_streams_its_snapshot_and_runs_nothing(
 
     assert await run_ids(client, "idle-t") == ["idle-r1"]
     assert (await client.get("/runs/idle-h1")).status_code == 404
-    assert server.effects() == effects
+    assert module_server.effects() == effects
     assert (await client.get("/threads/idle-t")).json() == thread
 
     # Hydrating a thread nobody created streams an empty one and creates nothing.

@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,11 @@ from outlast.protocol.fold import ThreadFold
 from tests.support.runs import fold_of, stream_into, wait_final, with_ids
 from tests.support.server import Frame, ServerProcess, collect, demo_input, wait_for
 
+# One server for the whole module (``module_server``, which ``client`` then talks to):
+# the tests share its store, so each uses its own thread and run ids.
+pytestmark = pytest.mark.usefixtures("module_server")
+
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server for the module: every test uses its own thread and run ids."""
-    proc = ServerProcess(tmp_path_factory.mktemp("streaming"), ["--keepalive", "2"])
-    proc.start()
-    yield proc
-    proc.stop()
 
 
 def assert_fold_is_thread(fold: ThreadFold, thread: dict[str, Any]) -> None:
@@ -171,7 +165,7 @@ async def test_a_stream_of_a_running_run_matches_the_live_stream_from_any_seq(
 
 
 async def test_a_dropped_stream_leaves_the_run_complete_with_each_effect_once(
-        client: httpx.AsyncClient, server: ServerProcess) -> None:
+        client: httpx.AsyncClient, module_server: ServerProcess) -> None:
     body = demo_input("drop-t", "drop-r", steps=3, step_delay_ms=100, token_delay_ms=10)
     resp, seen = await collect(client, "POST", "/agents/demo", json=body, limit=5)
     assert resp.status_code == 200 and len(seen) == 5
@@ -179,7 +173,7 @@ async def test_a_dropped_stream_leaves_the_run_complete_with_each_effect_once(
 
     run = await wait_final(client, "drop-r")
     assert run["status"] == "succeeded"  # G1: the disconnect ended nothing
-    effects = [line.split() for line in server.effects() if line.startswith("drop-r ")]
+    effects = [line.split() for line in module_server.effects() if line.startswith("drop-r ")]
     assert sorted(step for _, step, _ in effects) == ["1", "2", "3"]  # G9: each tool once
     _, replay = await collect(client, "GET", "/runs/drop-r/events")
     assert with_ids(replay[:5]) == with_ids(seen)  # G2: what was shown is in the log as shown

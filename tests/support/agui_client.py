@@ -23,9 +23,9 @@ def stock_client_runs(runs: list[list[dict[str, Any]]]) -> dict[str, Any]:
     return stock_client_scenarios([{"runs": [{"events": events} for events in runs]}])[0]
 
 
-def stock_client_scenarios(scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Several independent scenarios (``{"messages"?, "state"?, "runs": [{"events"}]}``),
-    each on its own stock client agent, in one node process."""
+def stock_client_node() -> str:
+    """The ``node`` that runs the harness; skips (fails under ``CI=true``) when node or
+    tests/js/node_modules is missing."""
     node = shutil.which("node")
     problem = None
     if node is None:
@@ -37,7 +37,13 @@ def stock_client_scenarios(scenarios: list[dict[str, Any]]) -> list[dict[str, An
             pytest.fail(f"@ag-ui/client harness unavailable under CI: {problem}")
         pytest.skip(problem)
     assert node is not None
-    proc = subprocess.run([node, str(JS_DIR / "fold.mjs")],
+    return node
+
+
+def stock_client_scenarios(scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Several independent scenarios (``{"messages"?, "state"?, "runs": [{"events"}]}``),
+    each on its own stock client agent, in one node process."""
+    proc = subprocess.run([stock_client_node(), str(JS_DIR / "fold.mjs")],
                           input=json.dumps({"scenarios": scenarios}),
                           capture_output=True, text=True, timeout=120, check=True)
     results: list[dict[str, Any]] = json.loads(proc.stdout)["scenarios"]

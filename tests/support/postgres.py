@@ -17,7 +17,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.net import free_port
 
 TEMPLATE = "outlast_template"
 
@@ -48,12 +49,6 @@ def find_bindir() -> Path | None:
         if (p / "initdb").is_file() and (p / "postgres").is_file() and (p / "psql").is_file():
             return p
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -118,7 +113,7 @@ class PostgresCluster:
             capture_output=True, text=True, check=False)
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb failed:\n{init.stdout}\n{init.stderr}")
-        self.port = _free_port()
+        self.port = free_port()
         settings = ["max_connections=300", "shared_buffers=64MB"]
         if not self.durable:
             # A throwaway cluster: nothing needs to survive a power cut.

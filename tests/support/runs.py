@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -129,4 +130,19 @@ def effect_counts(server: ServerProcess) -> Counter[tuple[str, int]]:
     for line in server.effects():
         run_id, step, _ = line.split(" ")
         counts[(run_id, int(step))] += 1
+    return counts
+
+
+def steps_run(effects_log: Path, *run_ids: str) -> Counter[int]:
+    """How many times each demo step's tool ran over the given runs, from ``effects_log``.
+
+    The demo agent writes one ``<run_id> <step> <tool_call_id>`` line per executed tool
+    (``ServerProcess.effects_log`` names the server's file); a missing file means none ran.
+    """
+    lines = effects_log.read_text().splitlines() if effects_log.exists() else []
+    counts: Counter[int] = Counter()
+    for line in lines:
+        run_id, step, _ = line.split(" ")
+        if run_id in run_ids:
+            counts[int(step)] += 1
     return counts
