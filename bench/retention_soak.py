@@ -1,4 +1,4 @@
-"""Retention soak (SPEC §6): with a short ``--event-retention``, the store stays bounded
+"""Retention soak (spec §6): with a short ``--event-retention``, the store stays bounded
 under a steady load, and collecting never holds live streams up.
 
 Real ``outlast serve`` processes on SQLite and on a throwaway PostgreSQL

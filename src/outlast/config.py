@@ -70,7 +70,7 @@ class Settings(BaseSettings):
                                        "without it every request is one local principal",
                                        metavar="FILE")
     insecure: bool = setting(False, "allow a bind beyond loopback without --tokens-file")
-    # Request-option defaults (SPEC §3).
+    # Request-option defaults (spec §3).
     on_disconnect: Literal["continue", "cancel"] = setting(
         "continue", "what a run does when the stream that created it disconnects")
     multitask: Literal["reject", "enqueue", "interrupt"] = setting(

@@ -142,7 +142,7 @@ class MissingDependency(OutlastError):
 
 
 class RunCompacted(OutlastError):
-    """Retention removed the run's events (SPEC §6); its record and the thread's
+    """Retention removed the run's events (spec §6); its record and the thread's
     snapshot remain."""
 
     code = "run_compacted"

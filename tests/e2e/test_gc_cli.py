@@ -1,4 +1,4 @@
-"""``outlast gc [--dry-run]`` (SPEC §6) against real processes: through a running
+"""``outlast gc [--dry-run]`` (spec §6) against real processes: through a running
 server (``POST /admin/gc``), on a store no server holds, and the mistakes."""
 
 from __future__ import annotations

@@ -25,13 +25,21 @@ from tests.e2e.test_web_client import (
     _thread_id,
     _with_knobs,
 )
+from tests.support.server import ServerProcess
 
 # The harness's fixtures (Chromium, a real ``outlast serve``), used here by name.
 browser = harness.browser
 context = harness.context
-server = harness.server
 
 pytestmark = pytest.mark.browser
+
+SERVER_ARGS: tuple[str, ...] = ()  # the module's shared server, as the harness runs it
+
+
+@pytest.fixture(scope="module")
+def server_url(module_server: ServerProcess) -> str:
+    """The base URL of the module's shared ``outlast serve``."""
+    return module_server.url
 
 PHONE = {"width": 390, "height": 844}
 
@@ -46,12 +54,12 @@ def _finished(page: Any) -> None:
     expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
 
 
-def test_edit_and_regenerate_runs_the_edit_on_a_fork(context: Any, server: str) -> None:
+def test_edit_and_regenerate_runs_the_edit_on_a_fork(context: Any, server_url: str) -> None:
     from playwright.sync_api import expect
 
     _with_knobs(context, {**QUICK, "steps": 1, "step_delay_ms": 50})
     page = context.new_page()
-    page.goto(server + "/")
+    page.goto(server_url + "/")
     original = _send(page, "first question")
     _finished(page)
     page.get_by_test_id("composer").fill("second question")
@@ -74,15 +82,15 @@ def test_edit_and_regenerate_runs_the_edit_on_a_fork(context: Any, server: str) 
     expect(page.locator("[data-testid=message][data-role=user] .content")).to_have_text(
         ["first question", "second question, edited"], timeout=WAIT_MS)
     expect(page.get_by_test_id("editing")).to_be_hidden()
-    _assert_matches_store(page, server, forked)
-    fork_view = _stored_thread(server, forked)
+    _assert_matches_store(page, server_url, forked)
+    fork_view = _stored_thread(server_url, forked)
     assert fork_view["forkedFrom"]["threadId"] == original
     assert _users(fork_view) == ["first question", "second question, edited"]
     # The original keeps both questions as they were asked.
-    assert _users(_stored_thread(server, original)) == ["first question", "second question"]
+    assert _users(_stored_thread(server_url, original)) == ["first question", "second question"]
 
     # Branch from the end of the first turn: the branch holds that turn only.
-    page.goto(f"{server}/?thread={original}")
+    page.goto(f"{server_url}/?thread={original}")
     _finished(page)
     ends = page.get_by_test_id("branch-here")
     expect(ends).to_have_count(2, timeout=WAIT_MS)
@@ -91,22 +99,22 @@ def test_edit_and_regenerate_runs_the_edit_on_a_fork(context: Any, server: str) 
     branch = _thread_id(page)
     expect(page.locator("[data-testid=message][data-role=user] .content")).to_have_text(
         ["first question"], timeout=WAIT_MS)
-    _assert_matches_store(page, server, branch)
-    assert _stored_thread(server, branch)["forkedFrom"]["threadId"] == original
+    _assert_matches_store(page, server_url, branch)
+    assert _stored_thread(server_url, branch)["forkedFrom"]["threadId"] == original
 
 
 def test_the_phone_layout_reaches_threads_new_thread_and_approvals(
-        browser: Any, server: str, tmp_path: Any) -> None:
+        browser: Any, server_url: str, tmp_path: Any) -> None:
     from playwright.sync_api import expect
 
     waiting = str(uuid.uuid4())
-    _run_until_interrupted(server, waiting)
+    _run_until_interrupted(server_url, waiting)
     ctx = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True,
                               has_touch=True)
     try:
         _with_knobs(ctx, QUICK)
         page = ctx.new_page()
-        page.goto(f"{server}/?thread={waiting}")
+        page.goto(f"{server_url}/?thread={waiting}")
         # The thread and its approval fill the screen; the list waits behind the menu.
         approve = page.get_by_test_id("approve")
         expect(approve).to_be_visible(timeout=WAIT_MS)
@@ -141,9 +149,9 @@ def test_the_phone_layout_reaches_threads_new_thread_and_approvals(
         expect(approve).to_be_in_viewport(timeout=WAIT_MS)
         approve.click()
         _finished(page)
-        _assert_matches_store(page, server, waiting)
-        assert _stored_thread(server, waiting)["interrupts"] == []
-        threads = httpx.get(f"{server}/threads", timeout=10).json()["threads"]
+        _assert_matches_store(page, server_url, waiting)
+        assert _stored_thread(server_url, waiting)["interrupts"] == []
+        threads = httpx.get(f"{server_url}/threads", timeout=10).json()["threads"]
         assert {fresh, waiting} <= {t["threadId"] for t in threads}
         page.screenshot(path=str(tmp_path / "phone-done.png"))
     finally:

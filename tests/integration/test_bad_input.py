@@ -1,4 +1,4 @@
-"""Malformed requests get the documented 4xx JSON error with its SPEC code (never a 500)
+"""Malformed requests get the documented 4xx JSON error (docs/spec.md; never a 500)
 and change nothing: the thread list and every table of the SQLite file stay as they were.
 """
 

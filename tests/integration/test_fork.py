@@ -1,4 +1,4 @@
-"""Forks (SPEC §3 ``POST /threads/{id}/fork``) and ``history_diverged``.
+"""Forks (spec §3 ``POST /threads/{id}/fork``) and ``history_diverged``.
 
 A fork holds the original thread's snapshot at a safe boundary. The judge is the stock
 ``@ag-ui/client``: the fork, hydrated, folds to what the original's logs fold to up to

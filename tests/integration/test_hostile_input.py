@@ -1,5 +1,5 @@
 """Hostile input: every limit violation and every malformed request gets its typed 4xx
-with the SPEC error shape, and the stored data stays byte-for-byte the same.
+with the error shape of docs/spec.md, and the stored data stays byte-for-byte the same.
 
 One real ``outlast serve`` with small limits serves the module; each case compares
 every row of the SQLite store, and the database files themselves, before and after.

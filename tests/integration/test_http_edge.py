@@ -32,7 +32,7 @@ async def interrupted(client: httpx.AsyncClient, agent: str, body: dict[str, Any
 @pytest.mark.parametrize("version", [None, "0.3", "1.0"])
 async def test_a_resume_stream_speaks_the_protocol_of_the_run_it_continues(
         client: httpx.AsyncClient, version: str | None) -> None:
-    # SPEC §3: a cancelled run ends in RUN_ERROR "cancelled" for clients before AG-UI 1.0.
+    # spec §3: a cancelled run ends in RUN_ERROR "cancelled" for clients before AG-UI 1.0.
     thread_id, cont_id = uid("t"), uid("cont")
     body = demo_input(thread_id, uid("r"), steps=2, approve_at=[1])
     del body["protocolVersion"]

@@ -1,4 +1,4 @@
-"""The Python client (SPEC §7) against a real server: every method, every error code it
+"""The Python client (spec §7) against a real server: every method, every error code it
 can meet, and streams that resume across connections cut at random. The async and the
 blocking client pass the same tests."""
 

@@ -1,4 +1,4 @@
-"""SPEC §4: a stream may start at any seq, and re-opens whatever is open there from the
+"""spec §4: a stream may start at any seq, and re-opens whatever is open there from the
 log's construct index, so the joined stream passes the stock ``@ag-ui/client``'s
 verification and folds to the thread — inside a text message, a tool call's arguments,
 a reasoning message, a step, a chunked message or a subagent, and after the end."""

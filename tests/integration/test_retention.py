@@ -1,4 +1,4 @@
-"""Retention (SPEC §6): the events of runs final for longer than the window go, in short
+"""Retention (spec §6): the events of runs final for longer than the window go, in short
 batches; the run records and the thread snapshots stay; their events answer 410
 ``run_compacted``; the thread hydrates and goes on; the SQLite file stays bounded.
 

@@ -1,6 +1,6 @@
 """Settings are declared once (flags, environment, help and checks all come from
 ``Settings``), and every startup mistake ends ``outlast serve`` with one line on
-stderr and exit status 2 — never a traceback (SPEC §6)."""
+stderr and exit status 2 — never a traceback (spec §6)."""
 
 from __future__ import annotations
 

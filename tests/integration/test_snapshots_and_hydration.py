@@ -1,5 +1,5 @@
 """Snapshots follow the run and reloads never roll back (G5); hydration streams the thread
-without running anything (SPEC §3); snapshot policies and the snapshot hook.
+without running anything (spec §3); snapshot policies and the snapshot hook.
 
 Most tests use a real ``outlast serve``; the snapshot hook is Python, so its tests serve an
 in-process Engine with uvicorn on loopback (still real HTTP and a real SQLite file).

@@ -1,5 +1,5 @@
 """A run's event stream, live and replayed: contiguous seqs, exact tails, reattaching mid-run,
-dropped connections and readers that never read (SPEC §4, G1, G2, G9, G10).
+dropped connections and readers that never read (spec §4, G1, G2, G9, G10).
 
 Every test talks to a real ``outlast serve`` on loopback over real HTTP; the run log is the
 server's SQLite file.

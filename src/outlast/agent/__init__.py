@@ -18,6 +18,7 @@ from outlast.agent.base import (
     interrupt_items,
 )
 from outlast.agent.tools import Tool, ToolArgumentsError, tool
+from outlast.protocol.verify import ProtocolViolation
 
 __all__ = [
     "NOT_DONE",
@@ -25,6 +26,7 @@ __all__ = [
     "AgentError",
     "Capabilities",
     "EffectUncertain",
+    "ProtocolViolation",
     "Resolution",
     "RunContext",
     "RunSuspended",

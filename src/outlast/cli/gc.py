@@ -1,5 +1,5 @@
 """``outlast gc [--dry-run]``: remove the events of runs past the retention window now
-and say what that frees (SPEC §6).
+and say what that frees (spec §6).
 
 Two ways to the store, chosen by the flags:
 

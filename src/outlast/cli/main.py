@@ -13,7 +13,7 @@ from outlast.cli import options
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """A usage mistake is one line on stderr and exit status 2 (SPEC §6), not the
+    """A usage mistake is one line on stderr and exit status 2 (spec §6), not the
     whole usage block: ``outlast serve`` has dozens of flags."""
 
     def error(self, message: str) -> NoReturn:

@@ -1,5 +1,5 @@
 """What ``outlast serve`` checks and prepares before it serves, each mistake turned
-into one line saying what to change (SPEC §6: exit status 2, never a traceback)."""
+into one line saying what to change (spec §6: exit status 2, never a traceback)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Python client of an outlast service (SPEC §7).
+"""The Python client of an outlast service (spec §7).
 
 ``AsyncClient`` is the implementation; ``Client`` offers the same methods, blocking::
 

@@ -1,4 +1,4 @@
-"""``AsyncClient``: the Python client of the HTTP surface (SPEC §3, §7).
+"""``AsyncClient``: the Python client of the HTTP surface (spec §3, §7).
 
 Every request that is safe to repeat is retried across dropped connections and
 restarts (``Backoff`` within ``retry_for`` seconds); ``events`` resumes a run's stream
@@ -107,7 +107,7 @@ class AsyncClient:
         Dropped connections and server restarts are survived: the stream is resumed
         after the last ``seq`` yielded. Frames without an ``id`` (a resumed stream's
         synthesized ``RUN_STARTED``, re-opened constructs, the copy of a finished run's
-        final event) are not stored events and are never yielded (SPEC §4).
+        final event) are not stored events and are never yielded (spec §4).
         """
         last = after
         backoff = Backoff(self.retry_for)

@@ -16,7 +16,7 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 
 class OutlastError(errors.OutlastError):
     """A request the service refused (``code``, ``message`` and ``status`` from its
-    answer, SPEC §3) or could not be reached for (``code = "unreachable"``, no status)."""
+    answer, spec §3) or could not be reached for (``code = "unreachable"``, no status)."""
 
     def __init__(self, code: str, message: str, status: int | None = None,
                  fields: dict[str, Any] | None = None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 FINAL = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
 
-# One stored event of a run with its ``seq`` (SPEC §4).
+# One stored event of a run with its ``seq`` (spec §4).
 SeqEvent = tuple[int, dict[str, Any]]
 
 

@@ -181,7 +181,7 @@ class RunExecution:
         changes = self.fold.construct_changes
         indexed = None
         if changes:
-            # SPEC §4: what this event opened or closed is indexed with it, so a stream can
+            # spec §4: what this event opened or closed is indexed with it, so a stream can
             # start here without folding the log.
             indexed = [(self.seq, i, *construct_row(key, construct))
                        for i, (key, construct) in enumerate(changes)]

@@ -3,7 +3,7 @@
 AG-UI front ends resend the whole history with every run; the server keeps its own
 copy and appends only what is new (by id). An edited earlier message would then be
 silently dropped, so a chat UI's "edit and regenerate" would answer the old question.
-Instead such an input is refused with ``history_diverged`` (SPEC §3); omitting stored
+Instead such an input is refused with ``history_diverged`` (spec §3); omitting stored
 messages stays fine, and the way to edit is to fork.
 """
 

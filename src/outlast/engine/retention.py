@@ -1,4 +1,4 @@
-"""Retention (SPEC §6): the events of runs final for longer than a window go; their
+"""Retention (spec §6): the events of runs final for longer than a window go; their
 run records and the thread snapshots stay, and reading their events answers 410
 ``run_compacted``.
 

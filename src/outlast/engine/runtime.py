@@ -15,17 +15,17 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
-from outlast.engine import fork as forks
 from outlast.engine import retention
+from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.history import diverged
-from outlast.engine.hub import Hub, RunFeed
+from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.webhooks import Deliveries, check_request_webhook, owed
 from outlast.engine.writer import Writer
@@ -33,10 +33,8 @@ from outlast.errors import (
     AgentNotFound,
     Draining,
     HistoryDiverged,
-    InterruptNotPending,
     InvalidRequest,
     RunNotFound,
-    ThreadNotFound,
 )
 from outlast.protocol.content import text_of
 from outlast.protocol.jsonutil import dumps
@@ -46,18 +44,12 @@ from outlast.store.base import (
     AdmitRequest,
     AdmitResult,
     FinishWrite,
-    ForkWrite,
     Freed,
-    InterruptRecord,
     ResumeAnswer,
     RunRecord,
     RunWrite,
     Store,
-    StoredEvent,
     Strategy,
-    ThreadRecord,
-    ThreadView,
-    WebhookRecord,
 )
 from outlast.store.notifications import (
     CancelRequested,
@@ -72,7 +64,7 @@ log = logging.getLogger("outlast.engine")
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Per-request options (SPEC §3 headers), after server defaults apply."""
+    """Per-request options (spec §3 headers), after server defaults apply."""
 
     key: str | None = None
     on_disconnect: str = "continue"
@@ -108,7 +100,7 @@ class MissingAgent(Agent):
                          code="agent_not_found")
 
 
-class Engine:
+class Engine(EdgeReads):
     """Owns runs in this process; the HTTP edge and the CLI call it."""
 
     def __init__(self, settings: Settings, store: Store, agents: dict[str, Agent]) -> None:
@@ -118,7 +110,8 @@ class Engine:
         self.instance = f"{uuid.uuid4().hex[:12]}"
         self.hub = Hub()
         self.metrics = Metrics()
-        self.writer = Writer(store, self.hub, self._committed)
+        self.writer = Writer(store, self.hub, self._committed,
+                             self.metrics.commit_seconds.observe)
         self.webhooks = Deliveries(store, settings, self.instance)
         self.executions: dict[int, RunExecution] = {}
         self.draining = False
@@ -270,7 +263,7 @@ class Engine:
 
     async def _check_history(self, owner: str, thread_id: str, run_id: str,
                              messages: list[dict[str, Any]]) -> None:
-        """SPEC §3 ``history_diverged``: a resent message must say what the thread holds
+        """spec §3 ``history_diverged``: a resent message must say what the thread holds
         under its id; otherwise the edit would be silently dropped. Omitting stored
         messages is fine. A retry of an admitted run is left to admission (G3)."""
         if not messages:
@@ -417,7 +410,7 @@ class Engine:
 
     async def _upkeep(self) -> None:
         s = self.settings
-        # SPEC §6: events go shortly after their window, not up to an hour later.
+        # spec §6: events go shortly after their window, not up to an hour later.
         every = 600.0 if s.event_retention is None else retention.interval(s.event_retention)
         while True:
             try:
@@ -497,129 +490,3 @@ class Engine:
         task = asyncio.create_task(call())
         self._snapshot_hooks.add(task)
         task.add_done_callback(self._snapshot_hooks.discard)
-
-    # -- reads for the HTTP edge ------------------------------------------
-    # The edge names threads and runs by their public ids; internal keys (rid, tid)
-    # and the store stay behind these methods.
-    async def ping(self) -> None:
-        """Raise if the store does not answer (readiness)."""
-        await self.store.ping()
-
-    async def run(self, owner: str, run_id: str) -> RunRecord:
-        """A run of ``owner``; RunNotFound otherwise (existence never leaks)."""
-        run = await self.store.get_run(owner, run_id)
-        if run is None:
-            raise RunNotFound("run not found", runId=run_id)
-        return run
-
-    async def reread(self, run: RunRecord) -> RunRecord | None:
-        """The run's record as stored now (None once its thread is deleted)."""
-        return await self.store.get_run_by_rid(run.rid)
-
-    async def run_interrupts(self, run: RunRecord) -> list[InterruptRecord]:
-        """The interrupts ``run`` raised, with their durable status (G7)."""
-        return await self.store.interrupts(rid=run.rid)
-
-    async def run_webhooks(self, run: RunRecord) -> list[WebhookRecord]:
-        """The webhooks ``run``'s end owes, with how their delivery goes (G12)."""
-        return await self.store.webhooks_for_run(run.rid)
-
-    async def run_events(self, run: RunRecord, after: int, limit: int) -> list[StoredEvent]:
-        """A page of the run's log after ``after``."""
-        return await self.store.read_events(run.rid, after, limit)
-
-    async def run_frames(self, run: RunRecord, after: int, limit: int,
-                         template: tuple[str, str, str]) -> tuple[int, str]:
-        """A page of the run's log as frames assembled by the database, spelled by
-        ``template`` (prefix, separator, suffix), with the page's last seq."""
-        return await self.store.read_frames(run.rid, after, limit, template)
-
-    async def open_constructs(self, run: RunRecord, after: int) -> list[tuple[str, str]]:
-        """The constructs open just after ``after`` in the run's log, as the index keeps
-        them (``protocol.constructs.decode`` reads them)."""
-        return await self.store.open_constructs(run.rid, after)
-
-    @staticmethod
-    def is_final(run: RunRecord) -> bool:
-        """True once the run can change no more."""
-        return run.status in FINAL
-
-    @contextlib.asynccontextmanager
-    async def watch(self, run: RunRecord) -> AsyncIterator[RunFeed]:
-        """The run's live feed, held for one subscriber (G10: nothing is kept per
-        subscriber, and the feed goes with its last holder)."""
-        self.metrics.subscribers.inc()
-        try:
-            with self.hub.watch(run.rid) as feed:
-                yield feed
-        finally:
-            self.metrics.subscribers.dec()
-
-    async def thread_view(self, owner: str, thread_id: str) -> ThreadView | None:
-        """Record, snapshot, pending interrupts and active runs in one read (G5)."""
-        return await self.store.thread_view(owner, thread_id)
-
-    async def threads(self, owner: str, status: str | None, limit: int,
-                      cursor: str | None) -> tuple[list[ThreadRecord], str | None]:
-        """A page of the owner's threads, newest first, and the cursor of the next.
-
-        The cursor is opaque and owner-scoped: the store makes and checks it."""
-        page = await self.store.list_threads(owner, status, limit, cursor or None)
-        return page.threads, page.next_cursor
-
-    async def thread_runs(self, owner: str, thread_id: str, limit: int,
-                          before: str | None) -> list[RunRecord]:
-        """A page of a thread's runs, newest first, older than the run ``before``."""
-        thread = await self.store.get_thread(owner, thread_id)
-        if thread is None:
-            raise ThreadNotFound("thread not found", threadId=thread_id)
-        before_rid = None
-        if before:
-            anchor = await self.store.get_run(owner, before)
-            if anchor is None or anchor.tid != thread.tid:
-                raise InvalidRequest("before must be a runId of this thread")
-            before_rid = anchor.rid
-        return await self.store.list_runs(thread.tid, limit, before_rid)
-
-    async def delete_thread(self, owner: str, thread_id: str) -> None:
-        """Delete a thread with its runs and events; ThreadBusy while a run is active."""
-        await self.store.delete_thread(owner, thread_id)
-
-    async def interrupted_run(self, owner: str, thread_id: str) -> RunRecord:
-        """The run a resume continues, whose agent the continuation runs: the one that
-        raised the pending interrupts; with none pending, the thread's latest run (a
-        resent answer attaches to its continuation, G3; any other is refused by
-        admission). ThreadNotFound, or InterruptNotPending for a thread without runs."""
-        view = await self.store.thread_view(owner, thread_id)
-        if view is None:
-            raise ThreadNotFound("thread not found", threadId=thread_id)
-        if view.interrupts:
-            run = await self.store.get_run_by_rid(max(i.rid for i in view.interrupts))
-        else:
-            latest = await self.store.list_runs(view.thread.tid, 1, None)
-            run = latest[0] if latest else None
-        if run is None:
-            raise InterruptNotPending("the thread has no pending interrupts to answer",
-                                      threadId=thread_id)
-        return run
-
-    # -- fork -------------------------------------------------------------
-    async def fork(self, owner: str, thread_id: str, *, new_id: str | None = None,
-                   at: tuple[str, int] | None = None,
-                   before_message_id: str | None = None) -> ThreadView:
-        """Branch a thread at a safe boundary into a new thread of ``owner`` (SPEC §3):
-        the snapshot there and the interrupts pending there, not the later runs. The
-        original is untouched."""
-        point = await forks.plan(self.store, owner, thread_id, at=at,
-                                 before_message_id=before_message_id)
-        original = await self.store.get_thread(owner, thread_id)
-        if original is None:
-            raise ThreadNotFound("thread not found", threadId=thread_id)
-        new_id = new_id or str(uuid.uuid4())
-        await self.store.fork_thread(ForkWrite(
-            owner=owner, thread_id=new_id, title=original.title, messages=point.messages,
-            state=point.state, session_state=point.session_state,
-            forked_from=point.forked_from, interrupts=point.interrupts, now=time.time()))
-        view = await self.store.thread_view(owner, new_id)
-        assert view is not None
-        return view

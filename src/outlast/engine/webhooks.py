@@ -78,7 +78,7 @@ def owed(settings: Settings, run: RunRecord, fin: FinishWrite,
 
 def payload(run: RunRecord, fin: FinishWrite, messages: list[dict[str, Any]],
             now: float) -> dict[str, Any]:
-    """The body of a run's end event (SPEC §6). An interrupt's carries what a phone
+    """The body of a run's end event (spec §6). An interrupt's carries what a phone
     notification needs to offer approve or deny: each interrupt with the tool call it
     holds (name and arguments, from the transcript), and where the answer goes."""
     interrupts = [json.loads(body) for _, body, _ in fin.interrupts]

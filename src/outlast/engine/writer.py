@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -85,10 +86,12 @@ class RunChannel:
 class Writer:
     """Commits pending run writes in batches and publishes them once committed."""
 
-    def __init__(self, store: Store, hub: Hub, on_commit: Callable[[RunWrite], None]) -> None:
+    def __init__(self, store: Store, hub: Hub, on_commit: Callable[[RunWrite], None],
+                 on_batch: Callable[[float], None] | None = None) -> None:
         self._store = store
         self._hub = hub
         self._on_commit = on_commit
+        self._on_batch = on_batch  # told each commit's duration (seconds)
         self._dirty: dict[int, RunChannel] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -178,6 +181,7 @@ class Writer:
                 else:
                     waiters.append(ch.waiters)
                     ch.waiters = []
+            started = time.perf_counter()
             try:
                 fenced = await self._store.write(writes)
             except Exception as exc:  # the store failed: every waiter learns it
@@ -191,6 +195,8 @@ class Writer:
                     if ch.on_fenced is not None:
                         ch.on_fenced()
                 continue
+            if self._on_batch is not None:
+                self._on_batch(time.perf_counter() - started)
             for ch, w, ws in zip(channels, writes, waiters, strict=True):
                 if w.rid in fenced:
                     # G8 fencing: another process owns this run now; write nothing more.

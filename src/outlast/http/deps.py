@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 
-from outlast.config import Settings
 from outlast.engine.runtime import Engine
 from outlast.errors import InvalidLastEventId, InvalidRequest
 from outlast.http.auth import Principals
@@ -24,11 +23,6 @@ MAX_SEQ = 2**53 - 1
 async def engine_of(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
-
-
-async def settings_of(request: Request) -> Settings:
-    settings: Settings = request.app.state.engine.settings
-    return settings
 
 
 async def principal(request: Request) -> str:

@@ -46,7 +46,7 @@ STATUS: dict[str, int] = {
 
 
 def error_body(code: str, message: str, **fields: Any) -> dict[str, Any]:
-    """SPEC §3 error shape."""
+    """spec §3 error shape."""
     return {"error": {"code": code, "message": message, **fields}}
 
 
@@ -54,7 +54,7 @@ def error_body(code: str, message: str, **fields: Any) -> dict[str, Any]:
 # connection after answering instead of reading on.
 CLOSE_AFTER = frozenset({"request_timeout", "payload_too_large", "headers_too_large"})
 
-# Every refusal has the SPEC §3 shape; the OpenAPI document says so for every route.
+# Every refusal has the spec §3 shape; the OpenAPI document says so for every route.
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["error"],
     "properties": {"error": {

@@ -1,4 +1,4 @@
-"""How an SSE frame is spelled: the one owner of the stream's wire format (SPEC §4).
+"""How an SSE frame is spelled: the one owner of the stream's wire format (spec §4).
 
 Logged events are ``id: <seq>`` + ``data: <event JSON>``; synthesized events (the
 ``RUN_STARTED`` of a stream that starts mid-run, re-opened constructs, hydration

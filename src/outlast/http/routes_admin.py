@@ -1,4 +1,4 @@
-"""Operations on the whole store: ``POST /admin/gc`` (SPEC §6), what ``outlast gc``
+"""Operations on the whole store: ``POST /admin/gc`` (spec §6), what ``outlast gc``
 calls while a server holds the store."""
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ async def run_agent(
         "interrupt; it must start with a --webhook-allow prefix"}),
 ) -> EventSourceResponse:
     """Admits the run of a ``RunAgentInput`` and streams it; a body with no messages and
-    no resume hydrates the thread instead (SPEC §3)."""
+    no resume hydrates the thread instead (spec §3)."""
     s = engine.settings
     engine.agent(agent)
     if engine.draining:
@@ -73,7 +73,7 @@ async def run_agent(
     body: dict[str, Any] = check_limits(body_of(request), s)
     legacy = is_legacy(agent_input.protocol_version)
     if not agent_input.messages and not agent_input.resume:
-        # Hydration (SPEC §3): stream the thread, run nothing.
+        # Hydration (spec §3): stream the thread, run nothing.
         view = await engine.thread_view(owner, agent_input.thread_id)
         current = view.current_run if view is not None else None
         return stream_response(

@@ -1,4 +1,4 @@
-"""``POST /threads/{thread_id}/fork``: branch a thread at a safe boundary (SPEC §3)."""
+"""``POST /threads/{thread_id}/fork``: branch a thread at a safe boundary (spec §3)."""
 
 from __future__ import annotations
 

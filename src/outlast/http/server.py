@@ -96,7 +96,7 @@ def guarded_protocol(max_connections: int, head_timeout: float) -> type[GuardedH
 
 
 def _raw_error(code: str, message: str) -> bytes:
-    """A whole HTTP response carrying the SPEC §3 error body, for answers written
+    """A whole HTTP response carrying the spec §3 error body, for answers written
     before any request exists (so outside the ASGI app)."""
     body = json.dumps(error_body(code, message)).encode()
     status = STATUS[code]

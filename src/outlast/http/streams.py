@@ -1,4 +1,4 @@
-"""What a subscriber reads: replay from the log, then the live edge (SPEC §4).
+"""What a subscriber reads: replay from the log, then the live edge (spec §4).
 
 Frames are spelled by ``outlast.http.frames``; the events this module makes up
 (the ``RUN_STARTED`` of a stream that starts mid-run, re-opened constructs, the
@@ -39,7 +39,7 @@ def is_legacy(protocol_version: str | None) -> bool:
 
 def legacy_body(body: str) -> str:
     """AG-UI before 1.0 knows no cancelled outcome: it gets ``RUN_ERROR`` code ``cancelled``
-    (SPEC §3)."""
+    (spec §3)."""
     if '"RUN_FINISHED"' in body and '"cancelled"' in body:
         data = json.loads(body)
         if (data.get("outcome") or {}).get("type") == "cancelled":
@@ -80,7 +80,7 @@ class RunStream:
         out = [synthesized(events.run_started(self.run.thread_id, self.run.id))]
         if after <= 0:
             return out
-        # SPEC §4: read what is open at ``after`` from the log's construct index, so a
+        # spec §4: read what is open at ``after`` from the log's construct index, so a
         # reattach costs the same wherever it lands (no fold of the events before it).
         opened = constructs.decode(await self.engine.open_constructs(self.run, after))
         out.extend(synthesized(e) for e in constructs.reopen_events(opened))
@@ -150,7 +150,7 @@ class RunStream:
 
 async def hydration_frames(engine: Engine, owner: str, view: ThreadView | None,
                            thread_id: str, run_id: str, *, legacy: bool) -> AsyncIterator[str]:
-    """SPEC §3 hydration: the thread's snapshot, then its active run live, if any.
+    """spec §3 hydration: the thread's snapshot, then its active run live, if any.
 
     Snapshot, interrupts and active run come from one consistent read (G5)."""
     yield retry_preamble()

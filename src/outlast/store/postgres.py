@@ -30,7 +30,8 @@ from outlast.store.base import (
 )
 from outlast.store.notifications import CHANNELS, Notification, WorkAvailable, decode, encode
 from outlast.store.sql import Query
-from outlast.store.sqlstore import Row, SqlStore, UniqueViolation
+from outlast.store.sqlconn import Row, UniqueViolation
+from outlast.store.sqlstore import SqlStore
 
 log = logging.getLogger("outlast.store.postgres")
 
@@ -286,7 +287,7 @@ class PostgresStore(SqlStore):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    # -- retention (SPEC §6) ------------------------------------------------
+    # -- retention (spec §6) ------------------------------------------------
     async def compact(self, before: float, now: float, max_runs: int,
                       max_events: int) -> Freed | None:
         freed = await SqlStore.compact(self, before, now, max_runs, max_events)

@@ -22,11 +22,12 @@ import anyio
 from outlast.errors import OutlastError
 from outlast.store.notifications import Notification
 from outlast.store.sql import Query
-from outlast.store.sqlstore import Row, SqlStore, UniqueViolation
+from outlast.store.sqlconn import Row, UniqueViolation
+from outlast.store.sqlstore import SqlStore
 
 log = logging.getLogger("outlast.store.sqlite")
 
-# Retention (SPEC §6). Free pages handed back to the file system per reclaim() (4 KiB
+# Retention (spec §6). Free pages handed back to the file system per reclaim() (4 KiB
 # each): about a millisecond of the writer's time.
 RECLAIM_PAGES = 512
 # The -wal file is cut back to this after a checkpoint: a burst of writes must not
@@ -159,7 +160,7 @@ class SQLiteStore(SqlStore):
             self._readers.put_nowait(reader)
 
     async def _convert_vacuum(self, db: aiosqlite.Connection) -> None:
-        """Give a file made before retention reclaimed space incremental vacuum (SPEC §6:
+        """Give a file made before retention reclaimed space incremental vacuum (spec §6:
         the database stays bounded). That takes one VACUUM, which rewrites the file:
         done at open for a small file, before any reader exists; a large one keeps
         reusing its free pages, and the log says how to convert it."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any
 
 from outlast.errors import (
     IdempotencyConflict,
@@ -33,7 +33,6 @@ from outlast.store.base import (
     AdmitResult,
     EffectRecord,
     ForkWrite,
-    Freed,
     InterruptRecord,
     LeaseState,
     Listener,
@@ -45,31 +44,17 @@ from outlast.store.base import (
     ThreadPage,
     ThreadRecord,
     ThreadView,
-    WebhookRecord,
     WebhookWrite,
 )
 from outlast.store.cursors import decode_thread_cursor, encode_thread_cursor
 from outlast.store.notifications import Notification
 from outlast.store.sql import Query, load_queries, migrations
-
-Row = Mapping[str, Any]
-
-
-class Conn(Protocol):
-    """A connection inside one transaction, speaking named queries."""
-
-    async def one(self, name: str, **params: Any) -> Row | None: ...
-    async def all(self, name: str, **params: Any) -> list[Row]: ...
-    async def run(self, name: str, **params: Any) -> int: ...
-    async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
-    async def script(self, sql: str) -> None: ...
+from outlast.store.sql_retention import RetentionSql
+from outlast.store.sql_webhooks import WebhooksSql
+from outlast.store.sqlconn import Conn, UniqueViolation
 
 
-class UniqueViolation(Exception):
-    """A backend's unique-constraint error, translated at the adapter boundary."""
-
-
-class SqlStore(Store):
+class SqlStore(RetentionSql, WebhooksSql, Store):
     """The Store interface implemented over a backend's named-query connections."""
 
     def __init__(self, dialect: str) -> None:
@@ -482,64 +467,6 @@ class SqlStore(Store):
         async with self._write() as c:
             await c.run("idempotency_prune", cutoff=idempotency_before)
 
-    # -- retention (SPEC §6) ------------------------------------------------
-    async def compact(self, before: float, now: float, max_runs: int,
-                      max_events: int) -> Freed | None:
-        async with self._write() as c:
-            # A long log being removed over several batches goes first: it is already
-            # answered 410, and what remains of it is garbage.
-            pending = await c.one("compacting_next")
-            if pending is not None:
-                return await self._sweep(c, pending["rid"], max_events)
-            rows = await c.all("runs_compactable", cutoff=before, limit=max_runs)
-            if not rows:
-                return None
-            if rows[0]["last_seq"] > max_events:
-                # Marked now, so no reader gets part of it; the rest in later batches.
-                rid = rows[0]["rid"]
-                await c.run("runs_mark_compacted", rids=json.dumps([rid]), now=now)
-                await c.run("compacting_insert", rid=rid)
-                return Freed(runs=1) + await self._sweep(c, rid, max_events)
-            rids: list[int] = []
-            total = 0
-            for row in rows:
-                if total + row["last_seq"] > max_events:
-                    break
-                rids.append(row["rid"])
-                total += row["last_seq"]
-            chosen = json.dumps(rids)
-            size = await c.one("events_measure_runs", rids=chosen)
-            await c.run("events_delete_runs", rids=chosen)
-            await c.run("constructs_delete_runs", rids=chosen)
-            await c.run("runs_mark_compacted", rids=chosen, now=now)
-        assert size is not None
-        return Freed(len(rids), int(size["events"]), int(size["bytes"]))
-
-    async def _sweep(self, c: Conn, rid: int, max_events: int) -> Freed:
-        """Remove the next ``max_events`` events of a compacted run's log."""
-        first = await c.one("events_first_seq", rid=rid)
-        if first is None or first["seq"] is None:
-            await c.run("compacting_delete", rid=rid)
-            return Freed()
-        upto = int(first["seq"]) + max_events - 1
-        size = await c.one("events_measure_upto", rid=rid, upto=upto)
-        await c.run("events_delete_upto", rid=rid, upto=upto)
-        # The construct index of those events goes with them (it only serves streams).
-        await c.run("constructs_delete_upto", rid=rid, upto=upto)
-        assert size is not None
-        return Freed(0, int(size["events"]), int(size["bytes"]))
-
-    async def compactable(self, before: float) -> Freed:
-        async with self._read() as c:
-            rows = await c.all("retention_preview", cutoff=before)
-        return Freed(sum(int(r["runs"]) for r in rows), sum(int(r["events"]) for r in rows),
-                     sum(int(r["bytes"]) for r in rows))
-
-    async def reclaim(self) -> None:
-        # Deleted rows leave free space the next inserts reuse; a backend that can
-        # also hand it back to the file system does so here (SQLite).
-        return None
-
     # -- notifications ---------------------------------------------------
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -588,46 +515,3 @@ class SqlStore(Store):
         async with self._read() as c:
             rows = await c.all("fork_runs_upto", tid=tid, rid=rid)
         return [RunRecord.from_row(r) for r in rows]
-
-    # -- webhooks (G12) ----------------------------------------------------
-    @staticmethod
-    async def _insert_webhooks(c: Conn, rid: int, webhooks: Sequence[WebhookWrite],
-                               now: float) -> None:
-        if webhooks:
-            await c.many("webhook_insert", [
-                {"rid": rid, "id": h.id, "url": h.url, "type": h.type, "body": h.body,
-                 "now": now, "expires_at": h.expires_at}
-                for h in webhooks
-            ])
-
-    async def webhook_claim(self, instance: str, lease_until: float,
-                            limit: int) -> list[WebhookRecord]:
-        async with self._write() as c:
-            rows = await c.all("webhook_claim", instance=instance, now=time.time(),
-                               lease_until=lease_until, limit=limit)
-        return sorted((WebhookRecord.from_row(r) for r in rows), key=lambda h: h.wid)
-
-    async def webhook_settle(self, wid: int, instance: str, attempt: int, *, status: str,
-                             next_at: float, last_status: int | None,
-                             last_error: str | None) -> bool:
-        async with self._write() as c:
-            changed = await c.run(
-                "webhook_settle", wid=wid, instance=instance, attempt=attempt, status=status,
-                next_at=next_at, last_status=last_status, last_error=last_error,
-                delivered_at=time.time() if status == "delivered" else None)
-        return changed == 1
-
-    async def webhook_release(self, instance: str, *, others: bool = False) -> None:
-        async with self._write() as c:
-            await c.run("webhook_release", instance=instance, now=time.time(),
-                        others=1 if others else 0)
-
-    async def webhook_next_due(self) -> float | None:
-        async with self._read() as c:
-            row = await c.one("webhook_next_due")
-        return None if row is None or row["next_at"] is None else float(row["next_at"])
-
-    async def webhooks_for_run(self, rid: int) -> list[WebhookRecord]:
-        async with self._read() as c:
-            rows = await c.all("webhooks_for_run", rid=rid)
-        return [WebhookRecord.from_row(r) for r in rows]
