@@ -227,11 +227,14 @@ class RunExecution:
         snap = self._snapshot_write(seq)
         self.services.writer.snapshot(self.channel, snap)
         if settings.snapshot_hook is not None:
-            self.services.on_snapshot({
+            payload = {
                 "threadId": self.run.thread_id, "runId": self.run.id, "asOf": seq,
                 "messages": copy.deepcopy(self.fold.messages),
                 "state": copy.deepcopy(self.fold.state),
-            })
+            }
+            # The host's mirror learns of a snapshot only once it is committed (G2).
+            self.services.writer.after_commit(
+                self.channel, seq, lambda: self.services.on_snapshot(payload))
 
     def _snapshot_write(self, seq: int) -> SnapshotWrite:
         changes = self.fold.take_changes()

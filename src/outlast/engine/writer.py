@@ -77,6 +77,8 @@ class RunChannel:
     fenced: bool = False
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     on_fenced: Callable[[], None] | None = None
+    # Callbacks to run once everything up to their seq is committed, in seq order.
+    committed_callbacks: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
 
     @property
     def pending(self) -> bool:
@@ -135,6 +137,12 @@ class Writer:
         if ch.fenced:
             return
         ch.finish = fin
+        self._mark(ch)
+
+    def after_commit(self, ch: RunChannel, seq: int, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once ``ch`` has committed everything up to ``seq`` (never for a
+        channel that is fenced off first)."""
+        ch.committed_callbacks.append((seq, callback))
         self._mark(ch)
 
     def pending_channels(self) -> int:
@@ -212,11 +220,24 @@ class Writer:
                         ch.committed_seq, w.finish is not None,
                     )
                     self._on_commit(w)
+                    if ch.committed_callbacks:
+                        self._run_committed(ch)
                 for fut in ws:
                     if not fut.done():
                         fut.set_result(None)
                 if ch.pending and not ch.fenced:
                     self._mark(ch)  # the rest of its backlog: next commit
+
+    @staticmethod
+    def _run_committed(ch: RunChannel) -> None:
+        due = [cb for seq, cb in ch.committed_callbacks if seq <= ch.committed_seq]
+        ch.committed_callbacks = [(s, cb) for s, cb in ch.committed_callbacks
+                                  if s > ch.committed_seq]
+        for callback in due:
+            try:
+                callback()
+            except Exception:
+                log.exception("a commit callback failed")
 
     @staticmethod
     def _take(ch: RunChannel, share: int) -> RunWrite:

@@ -31,11 +31,13 @@ EXPOSED = ["Outlast-Run-Id", "Outlast-Thread-Id", "Outlast-Replayed"]
 DOCS_ASSETS = "/docs/assets"
 
 
-def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
-    """An app serving ``engine``; the engine starts and stops with the app's lifespan."""
+def create_app(engine: Engine, principals: Principals | None = None, *,
+               lifespan: bool = True) -> FastAPI:
+    """An app serving ``engine``; the engine starts and stops with the app's lifespan
+    (with ``lifespan=False`` the host starts and stops it, as ``outlast.mount`` does)."""
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def app_lifespan(_: FastAPI) -> AsyncIterator[None]:
         await engine.start()
         try:
             yield
@@ -44,7 +46,7 @@ def create_app(engine: Engine, principals: Principals | None = None) -> FastAPI:
 
     # /docs is served with Swagger UI's assets from the swagger-ui-py package, not a
     # CDN: it works offline and behind egress filters. (ReDoc has no packaged assets.)
-    app = FastAPI(title="outlast", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="outlast", version="0.1.0", lifespan=app_lifespan if lifespan else None,
                   description="Durable, connection-independent agent runs over AG-UI.",
                   responses=errors.ERROR_RESPONSES, docs_url=None, redoc_url=None)
     app.state.engine = engine

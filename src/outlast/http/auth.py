@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from starlette.requests import HTTPConnection
@@ -65,4 +67,35 @@ class Principals:
                 found = principal
         if found is None:
             raise Unauthorized("the bearer token is not valid")
+        return found
+
+    async def resolve(self, conn: HTTPConnection) -> str:
+        """The caller's principal, or Unauthorized (what every route asks)."""
+        return self.authenticate(conn)
+
+
+PrincipalOf = Callable[[HTTPConnection], "str | Awaitable[str | None] | None"]
+
+
+class HostPrincipals(Principals):
+    """The host app's own auth decides (``outlast.mount(..., principal=...)``): its
+    callable maps a request to the caller's principal, or None to refuse it."""
+
+    def __init__(self, principal_of: PrincipalOf) -> None:
+        super().__init__()
+        self._principal_of = principal_of
+
+    @property
+    def enabled(self) -> bool:
+        return True  # callers are told apart: resources belong to each principal
+
+    def authenticate(self, conn: HTTPConnection) -> str:
+        raise TypeError("HostPrincipals resolve asynchronously: await resolve()")
+
+    async def resolve(self, conn: HTTPConnection) -> str:
+        found = self._principal_of(conn)
+        if inspect.isawaitable(found):
+            found = await found
+        if not isinstance(found, str) or not found:
+            raise Unauthorized("this application did not authenticate the request")
         return found

@@ -104,7 +104,7 @@ class JsonBodyRoute(APIRoute):
             return handler
 
         async def read_then_handle(request: Request) -> Response:
-            request.app.state.principals.authenticate(request)
+            await request.app.state.principals.resolve(request)
             settings = request.app.state.engine.settings
             await read_json(request, settings.max_body_bytes, settings.body_timeout)
             return await handler(request)

@@ -27,7 +27,7 @@ async def engine_of(request: Request) -> Engine:
 
 async def principal(request: Request) -> str:
     principals: Principals = request.app.state.principals
-    return principals.authenticate(request)
+    return await principals.resolve(request)
 
 
 EngineDep = Annotated[Engine, Depends(engine_of)]
