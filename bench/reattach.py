@@ -233,7 +233,8 @@ def long_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
             rows.append((backend, "skipped", r["skipped"], "", "", "", ""))
             continue
         for where, p in r["points"].items():
-            rows.append((backend, f"{where} ({p['after']:,})", str(len(p["ms"])),
+            label = "inside the message" if where[0].isdigit() else where
+            rows.append((backend, f"{label} ({p['after']:,})", str(len(p["ms"])),
                          f"{p['median']:.2f}", pct(p["ms"]), f"≤ {TARGET_MS:g} ms",
                          "yes" if p["median"] <= TARGET_MS else "NO"))
         bf, be = r["burst_first"], r["burst_end"]
