@@ -181,3 +181,44 @@ class PacedAgent(Agent):
 def paced_factory(settings: Settings | None = None) -> PacedAgent:
     """``--agent paced=bench.agents:paced_factory``."""
     return PacedAgent()
+
+
+# -- one long text message: reattach inside a construct that is open for a long time --
+
+
+def long_input(thread_id: str, run_id: str, events: int, *,
+               yield_every: int = 100) -> dict[str, Any]:
+    """A RunAgentInput for the long-message agent: one text message of ``events`` events
+    (its start, ``events - 2`` content events, its end)."""
+    return {
+        "threadId": thread_id, "runId": run_id, "protocolVersion": "1.0",
+        "messages": [{"id": f"user-{run_id}", "role": "user", "content": "go"}],
+        "state": {}, "tools": [], "context": [],
+        "forwardedProps": {"long": {"events": events, "yield_every": yield_every}},
+    }
+
+
+class LongMessageAgent(Agent):
+    """Emits one text message of ``forwardedProps.long.events`` events and nothing else,
+    so every seq between its start and its end is inside the open message."""
+
+    capabilities = Capabilities(description="Benchmark load: one very long text message.")
+
+    async def run(self, ctx: RunContext) -> None:
+        raw = ctx.forwarded_props.get("long") if isinstance(ctx.forwarded_props, dict) \
+            else None
+        k: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        events, yield_every = int(k.get("events", 100_000)), int(k.get("yield_every", 100))
+        mid = f"msg_{ctx.run_id}"
+        await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"})
+        for i in range(events - 2):
+            await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": mid,
+                            "delta": f" token{i}"})
+            if yield_every and i % yield_every == 0:
+                await asyncio.sleep(0)
+        await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": mid})
+
+
+def long_factory(settings: Settings | None = None) -> LongMessageAgent:
+    """``--agent long=bench.agents:long_factory``."""
+    return LongMessageAgent()

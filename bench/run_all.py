@@ -1,8 +1,9 @@
 """Run every benchmark, each in its own process, and print their tables and a summary.
 
-    python bench/run_all.py            # the full run (a few minutes on 2 cores)
+    python bench/run_all.py            # the full run (half an hour on 2 cores: the soak)
     python bench/run_all.py --quick    # a short smoke run (a few minutes)
     python bench/run_all.py --markdown # also print the tables as Markdown
+    python bench/run_all.py --plots docs/perf  # also write the charts of soak and reattach
 
 Each bench also runs alone: ``python -m bench.<name> [--quick]`` from the repository root.
 """
@@ -20,7 +21,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ["stream_throughput", "replay", "reattach", "snapshot", "memory", "latency",
-           "model_pace", "peers", "chat_agent"]
+           "model_pace", "peers", "chat_agent", "soak"]
+# Where a bench writes its charts, given a directory.
+PLOTS = {"soak": lambda d: ["--plot", str(d / "soak-rss.svg")],
+         "reattach": lambda d: ["--plot-dir", str(d)]}
 # Benches that print their own report (no --json): restart after a crash, PostgreSQL.
 REPORTING = ["bench_restart", "bench_postgres"]
 
@@ -38,6 +42,8 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables too")
     parser.add_argument("--only", action="append", choices=BENCHES + REPORTING,
                         help="run just these")
+    parser.add_argument("--plots", type=Path, metavar="DIR",
+                        help="write the charts of the benches that draw them here")
     ns = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from bench.common import machine
@@ -62,6 +68,8 @@ def main() -> None:
             cmd = [sys.executable, "-m", f"bench.{name}", "--json", str(out)]
             if ns.quick:
                 cmd.append("--quick")
+            if ns.plots and name in PLOTS:
+                cmd += PLOTS[name](ns.plots.resolve())
             t0 = time.monotonic()
             done = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
             print(f"  ({name}: {time.monotonic() - t0:.1f} s)")
@@ -73,7 +81,8 @@ def main() -> None:
     print(f"total: {time.monotonic() - started:.1f} s{' (quick)' if ns.quick else ''}")
     if ns.markdown:
         for r in reports:
-            print(f"\n### {r['name']}\n\n{markdown(r['rows'])}")
+            for table in [r, *r.get("tables", [])]:  # a bench may print several tables
+                print(f"\n### {table['name']}\n\n{markdown(table['rows'])}")
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
         sys.exit(1)
