@@ -112,3 +112,21 @@ WHERE wid IN (
     SELECT wid FROM webhooks WHERE status = 'pending' AND next_at <= :now
     ORDER BY next_at LIMIT :limit)
 RETURNING *;
+
+-- name: event_last_boundary
+-- The latest boundary at or before a seq. SQLite's planner would walk the primary key
+-- back through every event since (a long message's worth): the partial index is forced.
+SELECT seq FROM events INDEXED BY events_boundaries
+WHERE rid = :rid AND seq <= :upto AND boundary = 1
+ORDER BY seq DESC LIMIT 1;
+
+-- name: constructs_open_at
+-- The constructs open just after a seq, in opening order (see the shared query; the
+-- boundary lookup forces the partial index, as event_last_boundary does).
+SELECT ckey, body FROM constructs
+WHERE rid = :rid AND opened_seq <= :after
+  AND (closed_seq IS NULL OR closed_seq > :after)
+  AND opened_seq > COALESCE((SELECT seq FROM events INDEXED BY events_boundaries
+                             WHERE rid = :rid AND seq <= :after AND boundary = 1
+                             ORDER BY seq DESC LIMIT 1), 0)
+ORDER BY opened_seq, ord;
