@@ -118,7 +118,7 @@ async def time_to_close(c: Any, path: str, after: int) -> float:
 
 async def check_reopens(c: httpx.AsyncClient, path: str, after: int, inside: bool) -> None:
     """The stream re-opens the message before its first stored event iff ``after`` is
-    inside it (SPEC §4), and that event is ``after + 1``."""
+    inside it (spec §4), and that event is ``after + 1``."""
     head = b""
     async with c.stream("GET", path, headers={"Last-Event-ID": str(after)}) as resp:
         async for chunk in resp.aiter_raw():

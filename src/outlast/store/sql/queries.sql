@@ -237,7 +237,7 @@ WHERE rid = :rid AND opened_seq <= :after
 ORDER BY opened_seq, ord;
 
 -- retention --
--- SPEC §6: the events of runs final for longer than the window go, in batches of
+-- spec §6: the events of runs final for longer than the window go, in batches of
 -- short transactions; the run records and the thread snapshots stay. Queries that
 -- take a JSON array of rids or count bytes are spelled per dialect.
 

@@ -1,4 +1,4 @@
--- outlast schema, version 5 (PostgreSQL): retention (SPEC §6). Keep in step with
+-- outlast schema, version 5 (PostgreSQL): retention (spec §6). Keep in step with
 -- sqlite/0005_retention.sql (tests/integration/test_store_schema.py compares the catalogs).
 -- Removed events leave dead tuples that autovacuum makes reusable; batches stay
 -- small (engine/retention.py), so no transaction holds many row locks for long.

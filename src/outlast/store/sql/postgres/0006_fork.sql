@@ -1,4 +1,4 @@
--- outlast schema, version 6 (PostgreSQL): forks (SPEC §3 POST /threads/{id}/fork).
+-- outlast schema, version 6 (PostgreSQL): forks (spec §3 POST /threads/{id}/fork).
 
 -- Where a fork came from, as JSON {"threadId", "runId", "seq"}; NULL for other threads.
 ALTER TABLE threads ADD COLUMN forked_from TEXT;

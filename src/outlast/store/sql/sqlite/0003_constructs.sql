@@ -1,7 +1,7 @@
 -- outlast schema, version 3: an index of the constructs (messages, tool calls,
 -- reasoning, steps, subagents) each run's log opens and closes, so that a stream
 -- can start at any seq by reading what is open there instead of folding the
--- events since the last safe boundary (SPEC §4: a reattach costs the same
+-- events since the last safe boundary (spec §4: a reattach costs the same
 -- wherever it lands). Written in the same transaction as the events.
 CREATE TABLE constructs (
     rid        INTEGER NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,

@@ -1,4 +1,4 @@
--- outlast schema, version 5 (SQLite): retention (SPEC §6). Keep in step with
+-- outlast schema, version 5 (SQLite): retention (spec §6). Keep in step with
 -- postgres/0005_retention.sql (tests/integration/test_store_schema.py compares the catalogs).
 -- The file's auto_vacuum mode (INCREMENTAL, so freed pages go back to the file system)
 -- is not schema: SQLiteStore.open sets it, see there.
