@@ -263,6 +263,21 @@ async def test_old_runs_answer_410_and_their_thread_hydrates_and_goes_on(
         contents = [m.get("content") for m in view["messages"]]
         assert contents.index("first question") < contents.index("second question")
 
+        # ...and forks: at its latest boundary (from the snapshot) the fork holds the
+        # whole conversation; a point inside a compacted run answers 410 and changes nothing.
+        await compacted(c, second)
+        resp = await c.post(f"/threads/{thread}/fork", json={})
+        assert resp.status_code == 201, resp.text
+        fork = resp.json()
+        assert fork["forkedFrom"]["threadId"] == thread
+        forked = (await c.get(f"/threads/{fork['threadId']}")).json()
+        assert forked["messages"] == view["messages"]
+        resp = await c.post(f"/threads/{thread}/fork",
+                            json={"asOf": {"runId": first, "seq": 1}})
+        assert resp.status_code == 410 and resp.json()["error"]["code"] == "run_compacted"
+        threads = (await c.get("/threads")).json()["threads"]
+        assert len(threads) == 2  # the original and the one fork, nothing more
+
 
 async def test_admin_gc_dry_run_reports_and_changes_nothing_then_frees(
         tmp_path: Path) -> None:
