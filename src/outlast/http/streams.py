@@ -93,13 +93,19 @@ class RunStream:
         engine = self.engine
         async with engine.watch(self.run) as feed:
             yield retry_preamble()
-            run = await engine.reread(self.run) or self.run
+            # A final run changes no more (a compaction since the request was read ends
+            # this stream early; a retry gets the 410): only a live one is read again,
+            # now that the feed is held, so that no commit falls between the two.
+            run = self.run if engine.is_final(self.run) else \
+                await engine.reread(self.run) or self.run
             if run.compacted_at is not None:
                 return  # compacted since the request was read: a retry gets the 410
             final = engine.is_final(run)
             last = max(run.last_seq, feed.last_seq)
             if synthesize_start if synthesize_start is not None else after > 0:
-                for f in await self.reopen(min(after, last)):
+                # Past a final run's end nothing is open: no need to ask the index.
+                past_end = final and after >= last
+                for f in await self.reopen(0 if past_end else min(after, last)):
                     yield f
             if final and after >= last:
                 # Following a finished run from its end: its final event, at once.
