@@ -81,7 +81,9 @@ def no_secret_in(server: ServerProcess) -> None:
 
 async def test_a_webhook_outlives_a_failing_receiver_an_outage_and_a_restart(
         server_factory: Any, receiver: Receiver, tmp_path: Path) -> None:
-    receiver.policy = lambda _r, earlier: Answer(500 if earlier < 2 else 204)
+    # Refused until the receiver goes down (however many tries fast retries make first),
+    # accepted once it is back after the restart.
+    receiver.policy = lambda _r, earlier: Answer(500)
     data = tmp_path / "data"
     args = ("--webhook", receiver.url(), *FAST, "--log-level", "debug")
     first = server_factory(*args, data_dir=data)
@@ -94,7 +96,7 @@ async def test_a_webhook_outlives_a_failing_receiver_an_outage_and_a_restart(
         ids = {run: (await until(c, run, lambda h: h["attempts"] >= 2))["webhookId"]
                for run in (ok, bad)}
         # Both refused twice by the receiver; then it goes down.
-        await wait_for(lambda: _true(all(len(receiver.of(i)) == 2 for i in ids.values())),
+        await wait_for(lambda: _true(all(len(receiver.of(i)) >= 2 for i in ids.values())),
                        timeout=30)
         receiver.stop()
         before = {run: (await until(c, run, lambda h: h["attempts"] >= 3
@@ -107,6 +109,7 @@ async def test_a_webhook_outlives_a_failing_receiver_an_outage_and_a_restart(
         for run in (ok, bad):  # still owed, and tried again by the new process
             await until(c, run, lambda h, n=before[run]: h["status"] == "pending"
                         and h["attempts"] > n)
+        receiver.policy = lambda _r, earlier: Answer(204)
         receiver.start()  # back, on the same address
         done = {run: await until(c, run, lambda h: h["status"] == "delivered")
                 for run in (ok, bad)}
@@ -115,7 +118,8 @@ async def test_a_webhook_outlives_a_failing_receiver_an_outage_and_a_restart(
     for run, hook in done.items():
         assert hook["webhookId"] == ids[run] and hook["lastStatus"] == 204
         tries = verified_once(receiver, ids[run])
-        assert [r.status for r in tries] == [500, 500, 204]
+        statuses = [r.status for r in tries]
+        assert statuses[-1] == 204 and len(statuses) >= 3 and set(statuses[:-1]) == {500}
         event = Webhook(SECRET).verify(tries[0].body, tries[0].headers)
         assert event["data"]["runId"] == run
         assert event["type"] == ("run.succeeded" if run == ok else "run.failed")

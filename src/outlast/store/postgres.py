@@ -46,6 +46,10 @@ LISTEN_APPLICATION = "outlast-listen"  # how the LISTEN connection shows in pg_s
 VACUUM_EVERY = 10.0
 
 
+IDLE_IN_TRANSACTION_MS = "10000"
+"""How long PostgreSQL lets one of our transactions sit idle: ours never wait between
+statements, so only a frozen process reaches it."""
+
 class _Conn:
     """Named-query adapter over one asyncpg connection inside a transaction."""
 
@@ -109,8 +113,12 @@ class PostgresStore(SqlStore):
     # -- lifecycle --------------------------------------------------------
     async def open(self) -> None:
         self._closing = False
-        self._pool = await asyncpg.create_pool(self.url, min_size=self._min_size,
-                                               max_size=self._max_size)
+        # G8: a process frozen inside a transaction (SIGSTOP, a stalled VM) would keep its
+        # row locks, and the takeover claim skips locked runs: the server ends such a
+        # transaction after a while, which fences the frozen process off.
+        self._pool = await asyncpg.create_pool(
+            self.url, min_size=self._min_size, max_size=self._max_size,
+            server_settings={"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS})
         await self._migrate()
         self._dispatcher = asyncio.create_task(self._dispatch_loop(), name="outlast-pg-dispatch")
         self._listener = asyncio.create_task(self._listen_loop(), name="outlast-pg-listen")
