@@ -8,6 +8,7 @@ thread list and "New thread" live in a drawer behind the menu button. The harnes
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -48,6 +49,24 @@ def _users(thread: dict[str, Any]) -> list[str]:
     return [m["content"] for m in thread["messages"] if m["role"] == "user"]
 
 
+def _settled(page: Any, server_url: str, thread_id: str) -> None:
+    """Once the thread's run has ended in the store, the page shows exactly the stored
+    messages (a status on the page can still be the previous run's when a fork opens)."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        idle = _stored_thread(server_url, thread_id).get("activeRun") is None
+        try:
+            if idle:
+                _assert_matches_store(page, server_url, thread_id)
+                return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the run of thread {thread_id} did not end in time")
+        time.sleep(0.1)
+
+
 def _finished(page: Any) -> None:
     from playwright.sync_api import expect
 
@@ -82,7 +101,7 @@ def test_edit_and_regenerate_runs_the_edit_on_a_fork(context: Any, server_url: s
     expect(page.locator("[data-testid=message][data-role=user] .content")).to_have_text(
         ["first question", "second question, edited"], timeout=WAIT_MS)
     expect(page.get_by_test_id("editing")).to_be_hidden()
-    _assert_matches_store(page, server_url, forked)
+    _settled(page, server_url, forked)
     fork_view = _stored_thread(server_url, forked)
     assert fork_view["forkedFrom"]["threadId"] == original
     assert _users(fork_view) == ["first question", "second question, edited"]
@@ -99,7 +118,7 @@ def test_edit_and_regenerate_runs_the_edit_on_a_fork(context: Any, server_url: s
     branch = _thread_id(page)
     expect(page.locator("[data-testid=message][data-role=user] .content")).to_have_text(
         ["first question"], timeout=WAIT_MS)
-    _assert_matches_store(page, server_url, branch)
+    _settled(page, server_url, branch)
     assert _stored_thread(server_url, branch)["forkedFrom"]["threadId"] == original
 
 
