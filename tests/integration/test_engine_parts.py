@@ -131,7 +131,7 @@ async def test_the_writer_publishes_only_what_it_committed(tmp_path: Path) -> No
     await store.open()
     hub = Hub()
     committed: list[RunWrite] = []
-    writer = Writer(store, hub, committed.append)
+    writer = Writer(store, hub, committed.extend)
     writer.start()
     engine = Engine(Settings(data_dir=tmp_path), store, {"steps": Steps()})
     try:

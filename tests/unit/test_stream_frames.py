@@ -79,7 +79,8 @@ def test_the_live_cache_stays_bounded_however_many_events_pass() -> None:
     tail = feed.cached_after(total - 10, 1000)
     assert tail is not None and [e.seq for e in tail] == list(range(total - 9, total + 1))
     assert feed.cached_after(total - kept - 1, 10) is None
-    assert feed.cached_after(total, 10) is None
+    # At the live edge the cache answers "nothing newer" itself: no read of the log.
+    assert feed.cached_after(total, 10) == []
     page = feed.cached_after(total - kept, 5)
     assert page is not None and [e.seq for e in page] == list(range(total - kept + 1,
                                                                     total - kept + 6))
@@ -102,6 +103,10 @@ def test_a_gap_in_published_events_restarts_the_cache() -> None:
     assert [e.seq for e in feed.cache] == [5]
     assert feed.cached_after(2, 10) is None  # the log has 3 and 4
     assert [e.seq for e in feed.cached_after(4, 10) or []] == [5]
+    # Another process's hint moved the edge past what this one published: read the log.
+    feed.advance([], 7, False)
+    assert feed.cached_after(5, 10) is None
+    assert feed.cached_after(7, 10) == []
 
 
 async def test_waiting_on_a_feed_wakes_on_progress_and_is_immediate_when_behind() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Iterator
 
@@ -23,10 +24,17 @@ running run costs little whatever its pace (a subscriber that fell behind reads 
 the latest commit's events are always kept, for the subscribers at the live edge."""
 
 
+POKE_SECONDS = 1.0
+"""A feed that has not moved for this long wakes its waiters anyway, who then read the
+log: the truth when a hint from another process was lost. One sweep of the hub does this
+for every feed, instead of a timer for every wait (a stream waits once per event)."""
+
+
 class RunFeed:
     """The live edge of one run: last committed seq, final flag, recent events."""
 
-    __slots__ = ("_changed", "cache", "cache_bytes", "final", "holders", "last_seq")
+    __slots__ = ("_changed", "cache", "cache_bytes", "final", "holders", "last_seq",
+                 "moved_at")
 
     def __init__(self) -> None:
         self.last_seq = 0
@@ -35,6 +43,7 @@ class RunFeed:
         self.cache_bytes = 0
         self._changed = asyncio.Event()
         self.holders = 0
+        self.moved_at = time.monotonic()
 
     def advance(self, events: list[StoredEvent], last_seq: int, final: bool) -> None:
         cache = self.cache
@@ -53,23 +62,37 @@ class RunFeed:
         if last_seq > self.last_seq:
             self.last_seq = last_seq
         self.final = self.final or final
-        # Wake everyone waiting on this generation, then start a new one.
+        self.moved_at = time.monotonic()
+        self.poke()
+
+    def poke(self) -> None:
+        """Wake everyone waiting on this generation, then start a new one."""
         self._changed.set()
         self._changed = asyncio.Event()
 
     def cached_after(self, after: int, limit: int) -> list[StoredEvent] | None:
-        """Events after ``after`` from the cache, or None if the cache does not cover them."""
-        if not self.cache or self.cache[0].seq > after + 1 or self.cache[-1].seq <= after:
+        """Events after ``after`` from the cache (empty: nothing is committed after it),
+        or None if the cache does not cover them and the log must be read."""
+        cache = self.cache
+        if not cache or cache[0].seq > after + 1:
             return None
+        if cache[-1].seq <= after:
+            # A subscriber at the live edge: nothing newer unless another process's hint
+            # moved last_seq past what this process published.
+            return [] if after >= self.last_seq else None
         start = after + 1 - self.cache[0].seq
         end = min(len(self.cache), start + limit)
         return [self.cache[i] for i in range(start, end)]
 
-    async def wait(self, after: int, seconds: float) -> None:
-        """Return when the feed moves past ``after``, turns final, or after ``seconds``."""
+    async def wait(self, after: int, seconds: float | None = None) -> None:
+        """Return when the feed moves past ``after``, turns final, or after ``seconds``
+        (None: when the hub's sweep finds the feed quiet, within 2 × POKE_SECONDS)."""
         if self.last_seq > after or self.final:
             return
         changed = self._changed
+        if seconds is None:
+            await changed.wait()
+            return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):  # wait_for (3.11) can swallow a cancel
                 await changed.wait()
@@ -122,6 +145,19 @@ class Hub:
         feed = self._feeds.get(rid)
         if feed is not None:
             feed.advance([], last_seq, final)
+
+    def poke_quiet(self) -> None:
+        """Wake the waiters of every feed that has not moved for POKE_SECONDS."""
+        quiet = time.monotonic() - POKE_SECONDS
+        for feed in self._feeds.values():
+            if feed.moved_at <= quiet:
+                feed.poke()
+
+    async def sweep(self) -> None:
+        """Poke quiet feeds every POKE_SECONDS, for as long as the engine runs."""
+        while True:
+            await asyncio.sleep(POKE_SECONDS)
+            self.poke_quiet()
 
     def __len__(self) -> int:
         return len(self._feeds)

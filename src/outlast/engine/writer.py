@@ -27,6 +27,11 @@ COMMIT_EVENTS = 1000
 """About how many events one commit takes, shared fairly among the runs writing."""
 MIN_SHARE = 64
 """The least a run writing gets into a commit, however many runs write."""
+COMMIT_INTERVAL = 0.004
+"""Seconds a commit starts after the previous one, at the soonest. Commits are sized by
+latency: the first write after a quiet spell commits at once, but under a steady
+trickle (many runs at a model's pace) events gather for this long, so that one commit
+carries many runs' events instead of each event paying a transaction of its own."""
 
 
 def merge_snapshots(snapshots: list[SnapshotWrite]) -> SnapshotWrite:
@@ -70,7 +75,7 @@ class RunChannel:
     attempt: int
     instance: str
     committed_seq: int
-    events: list[tuple[int, bool, str]] = field(default_factory=list)
+    events: list[StoredEvent] = field(default_factory=list)
     constructs: list[tuple[int, int, str, str | None]] = field(default_factory=list)
     snapshots: list[SnapshotWrite] = field(default_factory=list)  # merged at commit
     finish: FinishWrite | None = None
@@ -88,11 +93,11 @@ class RunChannel:
 class Writer:
     """Commits pending run writes in batches and publishes them once committed."""
 
-    def __init__(self, store: Store, hub: Hub, on_commit: Callable[[RunWrite], None],
+    def __init__(self, store: Store, hub: Hub, on_commit: Callable[[list[RunWrite]], None],
                  on_batch: Callable[[float], None] | None = None) -> None:
         self._store = store
         self._hub = hub
-        self._on_commit = on_commit
+        self._on_commit = on_commit  # told each commit's writes, fenced ones left out
         self._on_batch = on_batch  # told each commit's duration (seconds)
         self._dirty: dict[int, RunChannel] = {}
         self._wake = asyncio.Event()
@@ -120,7 +125,7 @@ class Writer:
         after it commits."""
         if ch.fenced:
             return
-        ch.events.append((seq, boundary, body))
+        ch.events.append(StoredEvent(seq, boundary, body))
         if constructs:
             ch.constructs.extend(constructs)
         self._mark(ch)
@@ -167,6 +172,7 @@ class Writer:
         self._wake.set()
 
     async def _loop(self) -> None:
+        last_start = -COMMIT_INTERVAL
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -174,6 +180,11 @@ class Writer:
                 if self._closing:
                     return
                 continue
+            due = last_start + COMMIT_INTERVAL - time.perf_counter()
+            if due > 0 and not self._closing:
+                await asyncio.sleep(due)  # what arrives meanwhile joins this commit
+                self._wake.clear()
+            last_start = time.perf_counter()
             channels = list(self._dirty.values())
             self._dirty.clear()
             # A commit's size is bounded so that it takes milliseconds, not a backlog's
@@ -205,6 +216,7 @@ class Writer:
                 continue
             if self._on_batch is not None:
                 self._on_batch(time.perf_counter() - started)
+            committed: list[RunWrite] = []
             for ch, w, ws in zip(channels, writes, waiters, strict=True):
                 if w.rid in fenced:
                     # G8 fencing: another process owns this run now; write nothing more.
@@ -213,13 +225,10 @@ class Writer:
                         ch.on_fenced()
                 else:
                     if w.events:
-                        ch.committed_seq = w.events[-1][0]
+                        ch.committed_seq = w.events[-1].seq
                     # G2: publish only what is committed.
-                    self._hub.publish(
-                        ch.rid, [StoredEvent(s, b, body) for s, b, body in w.events],
-                        ch.committed_seq, w.finish is not None,
-                    )
-                    self._on_commit(w)
+                    self._hub.publish(ch.rid, w.events, ch.committed_seq, w.finish is not None)
+                    committed.append(w)
                     if ch.committed_callbacks:
                         self._run_committed(ch)
                 for fut in ws:
@@ -227,6 +236,7 @@ class Writer:
                         fut.set_result(None)
                 if ch.pending and not ch.fenced:
                     self._mark(ch)  # the rest of its backlog: next commit
+            self._on_commit(committed)
 
     @staticmethod
     def _run_committed(ch: RunChannel) -> None:

@@ -115,7 +115,6 @@ class RunStream:
                     yield frame(None, body)
                 return
             cursor = after
-            poll = 1.0
             limit = FIRST_PAGE
             while True:
                 cached = feed.cached_after(cursor, limit)
@@ -139,9 +138,10 @@ class RunStream:
                     return
                 if not follow:
                     return
-                await feed.wait(cursor, poll)
+                await feed.wait(cursor)
                 if feed.last_seq <= cursor and not feed.final:
-                    # No wake-up: the log is the truth (hints can be lost across processes).
+                    # The hub's sweep woke a quiet feed: the log is the truth (hints can
+                    # be lost across processes).
                     current = await engine.reread(run)
                     if current is None or current.compacted_at is not None:
                         return

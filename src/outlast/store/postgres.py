@@ -68,6 +68,10 @@ class _Conn:
         rows = await self._con.fetch(self._q[name].sql, *self._args(name, params))
         return [dict(r) for r in rows]
 
+    async def column(self, name: str, **params: Any) -> list[Any]:
+        rows = await self._con.fetch(self._q[name].sql, *self._args(name, params))
+        return [r[0] for r in rows]
+
     async def run(self, name: str, **params: Any) -> int:
         status: str = await self._con.execute(self._q[name].sql, *self._args(name, params))
         tail = status.rsplit(" ", 1)[-1]

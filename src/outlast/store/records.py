@@ -231,7 +231,7 @@ class RunWrite:
     attempt: int
     instance: str
     prev_seq: int
-    events: list[tuple[int, bool, str]] = field(default_factory=list)  # seq, boundary, json
+    events: list[StoredEvent] = field(default_factory=list)
     # The construct index's changes, in seq order: (seq, ord, key, body) for an opened
     # construct, (seq, ord, key, None) for a closed one.
     constructs: list[tuple[int, int, str, str | None]] = field(default_factory=list)

@@ -8,6 +8,7 @@ from contextlib import AbstractAsyncContextManager
 
 from outlast.store.base import WebhookRecord, WebhookWrite
 from outlast.store.sqlconn import Conn
+from outlast.store.sqlwrite import webhook_rows
 
 
 class WebhooksSql:
@@ -24,11 +25,7 @@ class WebhooksSql:
     async def _insert_webhooks(c: Conn, rid: int, webhooks: Sequence[WebhookWrite],
                                now: float) -> None:
         if webhooks:
-            await c.many("webhook_insert", [
-                {"rid": rid, "id": h.id, "url": h.url, "type": h.type, "body": h.body,
-                 "now": now, "expires_at": h.expires_at}
-                for h in webhooks
-            ])
+            await c.many("webhook_insert", webhook_rows(rid, webhooks, now))
 
     async def webhook_claim(self, instance: str, lease_until: float,
                             limit: int) -> list[WebhookRecord]:

@@ -52,6 +52,7 @@ from outlast.store.sql import Query, load_queries, migrations
 from outlast.store.sql_retention import RetentionSql
 from outlast.store.sql_webhooks import WebhooksSql
 from outlast.store.sqlconn import Conn, UniqueViolation
+from outlast.store.sqlwrite import Steps, drive, write_steps
 
 
 class SqlStore(RetentionSql, WebhooksSql, Store):
@@ -359,60 +360,15 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
 
     # -- writing runs ----------------------------------------------------
     async def write(self, batch: list[RunWrite]) -> set[int]:
-        fenced: set[int] = set()
-        now = time.time()
+        if not batch:
+            return set()
+        return await self._commit(write_steps(batch, time.time()))
+
+    async def _commit(self, steps: Steps) -> set[int]:
+        """Run a commit's statements in one write transaction (a backend may do it in
+        fewer trips)."""
         async with self._write() as c:
-            for w in batch:
-                last = w.events[-1][0] if w.events else w.prev_seq
-                # G2/G8 fencing: the UPDATE matches only for the lease holder of
-                # this attempt whose view of last_seq is current.
-                ok = await c.run("run_fence_append", rid=w.rid, instance=w.instance,
-                                 attempt=w.attempt, prev_seq=w.prev_seq, last_seq=last)
-                if ok != 1:
-                    fenced.add(w.rid)
-                    continue
-                if w.events:
-                    await c.many("event_insert", [
-                        {"rid": w.rid, "seq": s, "boundary": 1 if b else 0, "body": body}
-                        for s, b, body in w.events
-                    ])
-                if w.constructs:
-                    opened = [{"rid": w.rid, "seq": seq, "ord": o, "ckey": k, "body": b}
-                              for seq, o, k, b in w.constructs if b is not None]
-                    closed = [{"rid": w.rid, "seq": seq, "ckey": k}
-                              for seq, _, k, b in w.constructs if b is None]
-                    if opened:
-                        await c.many("construct_open", opened)
-                    if closed:
-                        await c.many("construct_close", closed)
-                if w.snapshot is not None:
-                    s = w.snapshot
-                    if s.deletes:
-                        await c.many("message_delete",
-                                     [{"tid": w.tid, "id": i} for i in s.deletes])
-                    if s.upserts:
-                        await c.many("message_upsert", [
-                            {"tid": w.tid, "id": i, "position": p, "body": body}
-                            for i, p, body in s.upserts
-                        ])
-                    await c.run("thread_snapshot_update", tid=w.tid, state=s.state_json,
-                                session_state=s.session_state_json, as_of_run=s.as_of_run,
-                                as_of_seq=s.as_of_seq, now=now)
-                if w.finish is not None:
-                    f = w.finish
-                    if f.interrupts:
-                        await c.many("interrupt_insert", [
-                            {"tid": w.tid, "id": i, "rid": w.rid, "run_id": w.run_id,
-                             "body": body, "expires_ts": exp}
-                            for i, body, exp in f.interrupts
-                        ])
-                    await c.run("run_finish", rid=w.rid, status=f.status,
-                                outcome=None if f.outcome is None else dumps(f.outcome),
-                                error=None if f.error is None else dumps(f.error), now=now)
-                    # G12: the notification is owed exactly when the end commits.
-                    await self._insert_webhooks(c, w.rid, f.webhooks, now)
-                    await c.run("thread_refresh_status", tid=w.tid, now=now)
-        return fenced
+            return await drive(steps, c)
 
     async def request_cancel(self, rid: int) -> RunRecord | None:
         async with self._write() as c:

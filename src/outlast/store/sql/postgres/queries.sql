@@ -53,17 +53,31 @@ FROM held
 WHERE runs.rid = held.rid AND runs.lease_owner = :instance AND runs.status = 'running'
 RETURNING runs.rid, runs.attempts, runs.cancel_requested;
 
--- name: run_fence_append
--- Fencing (G2, G8): only the lease holder of this attempt appends, contiguously.
--- The thread row is locked before the run row, in the order admission takes them.
-WITH thread AS (
+-- name: runs_fence_append
+-- Fencing (G2, G8) for a whole commit: each run of :batch (a JSON array of
+-- [rid, instance, attempt, prev_seq, last_seq]) moves its last_seq only when this
+-- attempt holds the lease and its view of last_seq is current; the rids that did.
+-- The threads are locked before the runs, as admission takes them, each kind in key
+-- order (as lease renewal takes runs), so concurrent writers cannot deadlock.
+WITH b AS (
+    SELECT (x->>0)::bigint AS rid, x->>1 AS instance, (x->>2)::int AS attempt,
+           (x->>3)::bigint AS prev_seq, (x->>4)::bigint AS last_seq
+    FROM jsonb_array_elements(:batch::jsonb) AS x),
+thread AS (
     SELECT t.tid FROM threads t
-    WHERE t.tid = (SELECT r.tid FROM runs r WHERE r.rid = :rid)
-    FOR NO KEY UPDATE)
-UPDATE runs SET last_seq = :last_seq
-FROM thread
-WHERE runs.rid = :rid AND runs.tid = thread.tid AND runs.lease_owner = :instance
-  AND runs.attempts = :attempt AND runs.status = 'running' AND runs.last_seq = :prev_seq;
+    WHERE t.tid IN (SELECT r.tid FROM runs r JOIN b ON r.rid = b.rid)
+    ORDER BY t.tid
+    FOR NO KEY UPDATE),
+run AS (
+    SELECT r.rid FROM runs r JOIN b ON r.rid = b.rid
+    WHERE r.tid IN (SELECT tid FROM thread)
+    ORDER BY r.rid
+    FOR NO KEY UPDATE OF r)
+UPDATE runs SET last_seq = b.last_seq
+FROM b, run
+WHERE runs.rid = b.rid AND runs.rid = run.rid AND runs.lease_owner = b.instance
+  AND runs.attempts = b.attempt AND runs.status = 'running' AND runs.last_seq = b.prev_seq
+RETURNING runs.rid;
 
 -- name: run_cancel_queued
 -- Cancel a run that never started, writing its two events' worth of seq
@@ -164,3 +178,57 @@ UPDATE webhooks SET
 FROM picked
 WHERE webhooks.wid = picked.wid
 RETURNING webhooks.*;
+
+-- name: events_insert_batch
+-- Append a commit's events in one statement: :rows is a JSON array of
+-- [rid, seq, boundary, body].
+INSERT INTO events (rid, seq, boundary, body)
+SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::int, x->>3
+FROM jsonb_array_elements(:rows::jsonb) AS x;
+
+-- name: constructs_open_batch
+-- Index the constructs a commit's events opened: :rows is a JSON array of
+-- [rid, seq, ord, ckey, body].
+INSERT INTO constructs (rid, opened_seq, ord, ckey, body)
+SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::int, x->>3, x->>4
+FROM jsonb_array_elements(:rows::jsonb) AS x;
+
+-- name: constructs_close_batch
+-- Close the constructs a commit's events closed: :rows is a JSON array of
+-- [rid, seq, ckey]. Each open row takes the first close of its key after it opened
+-- (a key reused later in the same commit is another row).
+WITH b AS (
+    SELECT (x->>0)::bigint AS rid, (x->>1)::bigint AS seq, x->>2 AS ckey
+    FROM jsonb_array_elements(:rows::jsonb) AS x)
+UPDATE constructs SET closed_seq = (
+    SELECT MIN(b.seq) FROM b
+    WHERE b.rid = constructs.rid AND b.ckey = constructs.ckey
+      AND b.seq > constructs.opened_seq)
+WHERE closed_seq IS NULL AND (rid, ckey) IN (SELECT rid, ckey FROM b);
+
+-- name: messages_delete_batch
+-- Drop messages of snapshots: :rows is a JSON array of [tid, id].
+DELETE FROM messages
+WHERE (tid, id) IN (SELECT (x->>0)::bigint, x->>1
+                    FROM jsonb_array_elements(:rows::jsonb) AS x);
+
+-- name: messages_upsert_batch
+-- Write new or changed messages of snapshots: :rows is a JSON array of
+-- [tid, id, position, body], each (tid, id) once.
+INSERT INTO messages (tid, id, position, body)
+SELECT (x->>0)::bigint, x->>1, (x->>2)::double precision, x->>3
+FROM jsonb_array_elements(:rows::jsonb) AS x
+ON CONFLICT (tid, id) DO UPDATE SET position = excluded.position, body = excluded.body;
+
+-- name: threads_snapshot_batch
+-- Move snapshots' coordinates: :rows is a JSON array of
+-- [tid, state, session_state, as_of_run, as_of_seq], each tid once; state columns
+-- change only when given.
+UPDATE threads SET
+    state = COALESCE(b.state, threads.state),
+    session_state = COALESCE(b.session_state, threads.session_state),
+    as_of_run = b.as_of_run, as_of_seq = b.as_of_seq, updated_at = :now
+FROM (SELECT (x->>0)::bigint AS tid, x->>1 AS state, x->>2 AS session_state,
+             x->>3 AS as_of_run, (x->>4)::bigint AS as_of_seq
+      FROM jsonb_array_elements(:rows::jsonb) AS x) AS b
+WHERE threads.tid = b.tid;

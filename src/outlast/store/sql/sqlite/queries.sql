@@ -37,11 +37,17 @@ WHERE lease_owner = :instance AND status = 'running'
   AND (:rids IS NULL OR rid IN (SELECT value FROM json_each(:rids)))
 RETURNING rid, attempts, cancel_requested;
 
--- name: run_fence_append
--- Fencing (G2, G8): only the lease holder of this attempt appends, contiguously.
-UPDATE runs SET last_seq = :last_seq
-WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt
-  AND status = 'running' AND last_seq = :prev_seq;
+-- name: runs_fence_append
+-- Fencing (G2, G8) for a whole commit: each run of :batch (a JSON array of
+-- [rid, instance, attempt, prev_seq, last_seq]) moves its last_seq only when this
+-- attempt holds the lease and its view of last_seq is current; the rids that did.
+UPDATE runs SET last_seq = b.last_seq
+FROM (SELECT value->>0 AS rid, value->>1 AS instance, value->>2 AS attempt,
+             value->>3 AS prev_seq, value->>4 AS last_seq
+      FROM json_each(:batch)) AS b
+WHERE runs.rid = b.rid AND runs.lease_owner = b.instance AND runs.attempts = b.attempt
+  AND runs.status = 'running' AND runs.last_seq = b.prev_seq
+RETURNING runs.rid;
 
 -- name: run_cancel_queued
 -- Cancel a run that never started, writing its two events' worth of seq.
@@ -130,3 +136,51 @@ WHERE rid = :rid AND opened_seq <= :after
                              WHERE rid = :rid AND seq <= :after AND boundary = 1
                              ORDER BY seq DESC LIMIT 1), 0)
 ORDER BY opened_seq, ord;
+
+-- name: events_insert_batch
+-- Append a commit's events in one statement: :rows is a JSON array of
+-- [rid, seq, boundary, body].
+INSERT INTO events (rid, seq, boundary, body)
+SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows);
+
+-- name: constructs_open_batch
+-- Index the constructs a commit's events opened: :rows is a JSON array of
+-- [rid, seq, ord, ckey, body].
+INSERT INTO constructs (rid, opened_seq, ord, ckey, body)
+SELECT value->>0, value->>1, value->>2, value->>3, value->>4 FROM json_each(:rows);
+
+-- name: constructs_close_batch
+-- Close the constructs a commit's events closed: :rows is a JSON array of
+-- [rid, seq, ckey]. Each open row takes the first close of its key after it opened
+-- (a key reused later in the same commit is another row).
+UPDATE constructs SET closed_seq = (
+    SELECT MIN(value->>1) FROM json_each(:rows)
+    WHERE value->>0 = constructs.rid AND value->>2 = constructs.ckey
+      AND value->>1 > constructs.opened_seq)
+WHERE closed_seq IS NULL
+  AND (rid, ckey) IN (SELECT value->>0, value->>2 FROM json_each(:rows));
+
+-- name: messages_delete_batch
+-- Drop messages of snapshots: :rows is a JSON array of [tid, id].
+DELETE FROM messages
+WHERE (tid, id) IN (SELECT value->>0, value->>1 FROM json_each(:rows));
+
+-- name: messages_upsert_batch
+-- Write new or changed messages of snapshots: :rows is a JSON array of
+-- [tid, id, position, body], each (tid, id) once.
+INSERT INTO messages (tid, id, position, body)
+SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows) WHERE true
+ON CONFLICT (tid, id) DO UPDATE SET position = excluded.position, body = excluded.body;
+
+-- name: threads_snapshot_batch
+-- Move snapshots' coordinates: :rows is a JSON array of
+-- [tid, state, session_state, as_of_run, as_of_seq], each tid once; state columns
+-- change only when given.
+UPDATE threads SET
+    state = COALESCE(b.state, threads.state),
+    session_state = COALESCE(b.session_state, threads.session_state),
+    as_of_run = b.as_of_run, as_of_seq = b.as_of_seq, updated_at = :now
+FROM (SELECT value->>0 AS tid, value->>1 AS state, value->>2 AS session_state,
+             value->>3 AS as_of_run, value->>4 AS as_of_seq
+      FROM json_each(:rows)) AS b
+WHERE threads.tid = b.tid;
