@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -350,6 +351,29 @@ async def test_claim_queued_starts_the_oldest_run_of_each_thread_only(store: Sql
     assert [r.id for r in await store.claim_queued("B", TTL, 10)] == ["a2"]
     assert (await store.get_run_by_rid(b1.rid)).lease_owner == "A"  # type: ignore[union-attr]
     assert a2.rid > a1.rid
+
+
+async def test_admission_can_start_the_run_it_creates_in_the_same_transaction(
+        store: SqlStore) -> None:
+    claim = {"claim_instance": "A", "claim_ttl": TTL, "claim_limit": 1}
+    first = await store.admit(replace(request("ta", "a1"), **claim))
+    assert first.created and [r.id for r in first.claimed] == ["a1"]
+    assert first.run.status == "running" and first.run.lease_owner == "A"
+    assert first.run.attempts == 1
+    # The thread's next run must wait for it: admission claims only what claim_queued
+    # would (the oldest queued run of a thread with none running).
+    second = await store.admit(replace(request("ta", "a2", strategy="enqueue"), **claim))
+    assert second.created and second.claimed == [] and second.run.status == "queued"
+    # No room: created and queued, nothing leased.
+    third = await store.admit(replace(request("tb", "b1"), claim_instance="A",
+                                      claim_ttl=TTL, claim_limit=0))
+    assert third.claimed == [] and third.run.status == "queued"
+    # A retry attaches and claims nothing, whatever room it offers.
+    again = await store.admit(replace(request("tb", "b1"), **claim))
+    assert not again.created and again.claimed == [] and again.run.status == "queued"
+    assert [r.id for r in await store.claim_queued("B", TTL, 10)] == ["b1"]
+    thread = await store.get_thread(OWNER, "ta")
+    assert thread is not None and thread.status == "busy"
 
 
 async def test_claim_queued_respects_the_limit(store: SqlStore) -> None:

@@ -197,7 +197,7 @@ class RunExecution:
             # call, say): the fold no longer holds that boundary's state, so it is gone.
             self._pending_boundary = None
         if self.services.writer.over_high_water(self.channel):
-            await self.services.writer.flush(self.channel)
+            await self.services.writer.make_room(self.channel)
 
     async def flush(self) -> None:
         """Wait until everything emitted so far is committed."""

@@ -86,7 +86,7 @@ class RunFeed:
 
     async def wait(self, after: int, seconds: float | None = None) -> None:
         """Return when the feed moves past ``after``, turns final, or after ``seconds``
-        (None: when the hub's sweep finds the feed quiet, within 2 × POKE_SECONDS)."""
+        (None: when the hub's sweep finds the feed quiet, within twice POKE_SECONDS)."""
         if self.last_seq > after or self.final:
             return
         changed = self._changed

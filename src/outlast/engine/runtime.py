@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +122,7 @@ class Engine(EdgeReads):
         # Background work by purpose, each awaited (or cancelled) on stop.
         self._runs: set[asyncio.Task[None]] = set()  # executions' main tasks
         self._notifications: set[asyncio.Task[None]] = set()  # cross-process notifies
+        self._reserved = 0  # room taken by claims in flight (admissions and the pump)
         self._snapshot_hooks: set[asyncio.Task[None]] = set()  # the host's snapshot hook
         self.services = RunServices(
             store=store, writer=self.writer, hub=self.hub, settings=settings, metrics=self.metrics,
@@ -231,14 +232,26 @@ class Engine(EdgeReads):
                                 **({"webhook": options.webhook} if options.webhook else {})}),
             strategy=options.multitask, resume=resume, has_new_input=bool(messages),
             title=title_of(messages), now=time.time(),
+            # Start a run in the same transaction when this process has room: a new run's
+            # first event comes one transaction sooner. The room is reserved while the
+            # transaction runs, or concurrent admissions would each take the last slot.
+            claim_instance=self.instance, claim_ttl=self.settings.lease_ttl,
+            claim_limit=1 if self._room() > 0 else 0,
         )
-        result = await self.store.admit(req)
+        self._reserved += req.claim_limit
+        try:
+            result = await self.store.admit(req)
+        finally:
+            self._reserved -= req.claim_limit
+        for run in result.claimed:
+            self._launch(run, crashed=False)
         if result.created:
             self.metrics.admitted.inc()
             for old in result.superseded:
                 await self._stop_run(old)
-            self.wake()
-            await self.store.notify(WorkAvailable())
+            if result.run.status == "queued":
+                self.wake()
+                await self.store.notify(WorkAvailable())
         else:
             self.metrics.attached.inc()
         return result
@@ -333,6 +346,24 @@ class Engine(EdgeReads):
         """Ask the scheduler to look for startable runs now."""
         self._wake.set()
 
+    async def _claiming(
+        self, claim: Callable[[str, float, int], Awaitable[list[RunRecord]]],
+    ) -> list[RunRecord]:
+        """Claim runs for the room there is, reserved while the claim is in flight."""
+        free = self._room()
+        if free <= 0:
+            return []
+        self._reserved += free
+        try:
+            return await claim(self.instance, self.settings.lease_ttl, free)
+        finally:
+            self._reserved -= free
+
+    def _room(self) -> int:
+        """How many more runs this process may start (--max-runs), admissions' claims
+        in flight counted."""
+        return self.settings.max_runs - len(self.executions) - self._reserved
+
     def _launch(self, run: RunRecord, *, crashed: bool) -> None:
         agent = self.agents.get(run.agent)
         if agent is None:
@@ -371,17 +402,11 @@ class Engine(EdgeReads):
             if self.draining:
                 continue
             try:
-                free = self.settings.max_runs - len(self.executions)
-                if free > 0:
-                    for run in await self.store.claim_queued(self.instance,
-                                                             self.settings.lease_ttl, free):
-                        self._launch(run, crashed=False)
-                free = self.settings.max_runs - len(self.executions)
-                if free > 0:
-                    for run in await self.store.claim_expired(self.instance,
-                                                              self.settings.lease_ttl, free):
-                        log.warning("run %s: lease expired; taking it over", run.id)
-                        self._launch(run, crashed=True)
+                for run in await self._claiming(self.store.claim_queued):
+                    self._launch(run, crashed=False)
+                for run in await self._claiming(self.store.claim_expired):
+                    log.warning("run %s: lease expired; taking it over", run.id)
+                    self._launch(run, crashed=True)
             except Exception:
                 log.exception("scheduling failed; retrying")
                 await asyncio.sleep(interval)

@@ -20,9 +20,15 @@ from outlast.store.base import FinishWrite, RunWrite, SnapshotWrite, Store, Stor
 
 log = logging.getLogger("outlast.writer")
 
-HIGH_WATER = 500
-"""A run whose uncommitted backlog passes this waits for the writer (bounds memory, G10,
-and how far an agent runs ahead of what its readers can see)."""
+BACKLOG = 300
+"""About how many queued events the runs writing may hold between them, shared fairly:
+a run whose backlog passes its share waits until the writer takes it into a commit.
+It bounds memory (G10) and latency: an event waits about backlog / throughput before
+its readers see it, so ten runs at full speed each allowed 500 held events back 180 ms,
+while one run alone needs a deep backlog to fill large commits. Waiting for the take,
+not the commit, keeps the agent producing while the writer commits."""
+MIN_BACKLOG = 50
+"""The least backlog a run may hold, however many runs write."""
 COMMIT_EVENTS = 1000
 """About how many events one commit takes, shared fairly among the runs writing."""
 MIN_SHARE = 64
@@ -81,6 +87,7 @@ class RunChannel:
     finish: FinishWrite | None = None
     fenced: bool = False
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    room_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     on_fenced: Callable[[], None] | None = None
     # Callbacks to run once everything up to their seq is committed, in seq order.
     committed_callbacks: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
@@ -154,9 +161,30 @@ class Writer:
         """Channels with writes not yet taken by a commit."""
         return len(self._dirty)
 
+    def high_water(self) -> int:
+        """How many queued events a run writing may hold now."""
+        return max(MIN_BACKLOG, BACKLOG // max(1, len(self._dirty)))
+
     def over_high_water(self, ch: RunChannel) -> bool:
-        """True when ``ch`` has more uncommitted events than the writer lets a run queue."""
-        return len(ch.events) > HIGH_WATER
+        """True when ``ch`` holds more queued events than its share of the backlog."""
+        return len(ch.events) > self.high_water()
+
+    async def make_room(self, ch: RunChannel) -> None:
+        """Wait until the writer has taken ``ch``'s backlog below its share into a commit
+        (or fenced it off)."""
+        if ch.fenced or not self.over_high_water(ch):
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ch.room_waiters.append(fut)
+        self._wake.set()
+        await fut
+
+    @staticmethod
+    def _room(ch: RunChannel) -> None:
+        waiters, ch.room_waiters = ch.room_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     async def flush(self, ch: RunChannel) -> None:
         """Wait until everything queued on ``ch`` so far is committed (or fenced off)."""
@@ -193,8 +221,11 @@ class Writer:
             share = max(MIN_SHARE, COMMIT_EVENTS // len(channels))
             writes: list[RunWrite] = []
             waiters: list[list[asyncio.Future[None]]] = []
+            high_water = max(MIN_BACKLOG, BACKLOG // len(channels))
             for ch in channels:
                 writes.append(self._take(ch, share))
+                if ch.room_waiters and len(ch.events) <= high_water:
+                    self._room(ch)  # the agent produces again while this commits
                 if ch.pending:
                     waiters.append([])  # flushes wait for everything queued so far
                 else:
@@ -211,6 +242,7 @@ class Writer:
                             fut.set_exception(exc)
                 for ch in channels:
                     ch.fenced = True
+                    self._room(ch)
                     if ch.on_fenced is not None:
                         ch.on_fenced()
                 continue
@@ -221,6 +253,7 @@ class Writer:
                 if w.rid in fenced:
                     # G8 fencing: another process owns this run now; write nothing more.
                     ch.fenced = True
+                    self._room(ch)
                     if ch.on_fenced is not None:
                         ch.on_fenced()
                 else:

@@ -87,6 +87,13 @@ class _Conn:
         await self._con.execute(sql)
 
 
+async def _keep_session(con: asyncpg.Connection) -> None:
+    """A pooled connection is handed back as it is: no pooled work changes session state
+    (LISTEN has a connection of its own, the migration lock is released explicitly, and
+    nothing SETs), so the default reset query would only cost a round trip per use.
+    asyncpg still rolls back a transaction left open."""
+
+
 class PostgresStore(SqlStore):
     """Store over one PostgreSQL database shared by any number of ``outlast serve`` processes."""
 
@@ -122,7 +129,8 @@ class PostgresStore(SqlStore):
         # transaction after a while, which fences the frozen process off.
         self._pool = await asyncpg.create_pool(
             self.url, min_size=self._min_size, max_size=self._max_size,
-            server_settings={"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS})
+            server_settings={"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS},
+            reset=_keep_session)
         await self._migrate()
         self._dispatcher = asyncio.create_task(self._dispatch_loop(), name="outlast-pg-dispatch")
         self._listener = asyncio.create_task(self._listen_loop(), name="outlast-pg-listen")
@@ -179,6 +187,17 @@ class PostgresStore(SqlStore):
                     yield _Conn(con, self._queries)
             except asyncpg.UniqueViolationError as exc:
                 raise UniqueViolation(str(exc)) from exc
+
+    async def _read_one(self, name: str, **params: Any) -> Row | None:
+        # One statement sees one snapshot by itself: no transaction, one round trip.
+        assert self._pool is not None, "store is not open"
+        async with self._pool.acquire() as con:
+            return await _Conn(con, self._queries).one(name, **params)
+
+    async def _read_all(self, name: str, **params: Any) -> list[Row]:
+        assert self._pool is not None, "store is not open"
+        async with self._pool.acquire() as con:
+            return await _Conn(con, self._queries).all(name, **params)
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[_Conn]:

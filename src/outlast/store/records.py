@@ -175,6 +175,11 @@ class AdmitRequest:
     has_new_input: bool
     title: str | None
     now: float
+    # Lease queued runs to this instance in the same transaction (up to ``claim_limit``,
+    # as ``claim_queued`` does), so that a new run starts without a second one.
+    claim_instance: str | None = None
+    claim_ttl: float = 0.0
+    claim_limit: int = 0
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,7 @@ class AdmitResult:
     run: RunRecord
     created: bool
     superseded: list[RunRecord] = field(default_factory=list)
+    claimed: list[RunRecord] = field(default_factory=list)  # leased to the claim instance
 
 
 @dataclass

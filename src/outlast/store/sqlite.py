@@ -11,7 +11,7 @@ import fcntl
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,8 +24,7 @@ from outlast.errors import OutlastError
 from outlast.store.notifications import Notification
 from outlast.store.sql import Query
 from outlast.store.sqlconn import Row, UniqueViolation
-from outlast.store.sqlstore import SqlStore
-from outlast.store.sqlwrite import Steps
+from outlast.store.sqlstore import Body, SqlStore, T
 
 log = logging.getLogger("outlast.store.sqlite")
 
@@ -59,6 +58,59 @@ async def _settle(db: aiosqlite.Connection) -> None:
 def _bind(query: Query, params: Mapping[str, Any]) -> dict[str, Any]:
     """A query's parameters, each present (None when not given)."""
     return {k: params.get(k) for k in query.params}
+
+
+def _rows(query: Query, rows: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
+    """Rows to bind for ``executemany``: as they are when built for this query (a batch
+    of rows is a hot path), else with each parameter present."""
+    if rows and isinstance(rows[0], dict) and all(k in rows[0] for k in query.params):
+        return rows
+    return [_bind(query, r) for r in rows]
+
+
+def _inline(coro: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that finishes without suspending (a transaction body
+    over ``_InlineConn``), run here and now."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a transaction body run in a worker thread awaited something "
+                       "other than its connection")
+
+
+class _InlineConn:
+    """Named-query adapter over a plain sqlite3 connection, for a transaction body run
+    whole in a worker thread: its coroutines never suspend."""
+
+    def __init__(self, db: sqlite3.Connection, queries: Mapping[str, Query]) -> None:
+        self._db = db
+        self._q = queries
+
+    def _execute(self, name: str, params: Mapping[str, Any]) -> sqlite3.Cursor:
+        query = self._q[name]
+        return self._db.execute(query.sql, _bind(query, params))
+
+    async def one(self, name: str, **params: Any) -> Row | None:
+        row = self._execute(name, params).fetchone()
+        return None if row is None else dict(row)
+
+    async def all(self, name: str, **params: Any) -> list[Row]:
+        return [dict(r) for r in self._execute(name, params).fetchall()]
+
+    async def column(self, name: str, **params: Any) -> list[Any]:
+        return [r[0] for r in self._execute(name, params).fetchall()]
+
+    async def run(self, name: str, **params: Any) -> int:
+        return self._execute(name, params).rowcount
+
+    async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        query = self._q[name]
+        self._db.executemany(query.sql, _rows(query, rows))
+
+    async def script(self, sql: str) -> None:
+        raise NotImplementedError("scripts run on the aiosqlite connections (migrations)")
 
 
 class _Conn:
@@ -96,12 +148,7 @@ class _Conn:
 
     async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
         query = self._q[name]
-        if rows and isinstance(rows[0], dict) and all(k in rows[0] for k in query.params):
-            # Rows built for this query (a batch of events is the write hot path): bind
-            # them as they are instead of copying each one.
-            await self._db.executemany(query.sql, rows)
-            return
-        await self._db.executemany(query.sql, [self._params(name, r) for r in rows])
+        await self._db.executemany(query.sql, _rows(query, rows))
 
     async def script(self, sql: str) -> None:
         # Statement by statement inside the caller's transaction (executescript would
@@ -130,8 +177,13 @@ class SQLiteStore(SqlStore):
         self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._all_readers: list[aiosqlite.Connection] = []
         self._lock_fd: int | None = None
-        self._committer: sqlite3.Connection | None = None
-        self._commits: ThreadPoolExecutor | None = None
+        # Transactions run whole in worker threads (hot paths: commits, admission, the
+        # reads that start a stream); the aiosqlite connections serve the rest.
+        self._inline_writer: sqlite3.Connection | None = None
+        self._writes: ThreadPoolExecutor | None = None
+        self._inline_readers: asyncio.Queue[sqlite3.Connection] = asyncio.Queue()
+        self._all_inline_readers: list[sqlite3.Connection] = []
+        self._reads: ThreadPoolExecutor | None = None
 
     @property
     def exclusive(self) -> bool:
@@ -154,47 +206,34 @@ class SQLiteStore(SqlStore):
             await db.execute(pragma)
         return db
 
-    def _connect_committer(self) -> sqlite3.Connection:
-        """The connection group commits run on, used only from ``_commits``' thread."""
+    def _connect_inline(self) -> sqlite3.Connection:
+        """A connection for transactions run whole in a worker thread (``_in_write``,
+        ``_in_read``); one thread uses it at a time."""
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.row_factory = sqlite3.Row
         for pragma in self._pragmas():
             db.execute(pragma)
         return db
 
-    async def _commit(self, steps: Steps) -> set[int]:
-        # The whole commit in one trip to a thread: on a busy event loop every await
-        # waits a loop iteration, and a commit of a statement per await took tens of
-        # milliseconds under a few hundred runs at a model's pace.
-        assert self._committer is not None and self._commits is not None, "store is not open"
+    async def _in_write(self, body: Body[T]) -> T:
+        # The whole transaction in one trip to a thread: on a busy event loop every await
+        # waits a loop iteration, and a commit awaiting a statement at a time took tens
+        # of milliseconds under a few hundred runs at a model's pace.
+        assert self._inline_writer is not None and self._writes is not None, \
+            "store is not open"
         async with self._write_lock:
             future = asyncio.get_running_loop().run_in_executor(
-                self._commits, self._commit_here, self._committer, steps)
-            # Shielded: the thread finishes the transaction either way, and the lock is
-            # held until it has (stop() awaits the writer, nothing else cancels it).
+                self._writes, self._write_here, self._inline_writer, body)
+            # Shielded: the thread ends the transaction either way, and the lock is held
+            # until it has.
             with anyio.CancelScope(shield=True):
-                fenced = await future
-        return fenced
+                result = await future
+        return result
 
-    def _commit_here(self, db: sqlite3.Connection, steps: Steps) -> set[int]:
-        """Drive ``steps`` to the end inside one transaction, in the committer thread."""
-        queries = self._queries
+    def _write_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
         db.execute("BEGIN IMMEDIATE")
         try:
-            result: Any = None
-            while True:
-                try:
-                    step = steps.send(result)
-                except StopIteration as done:
-                    fenced: set[int] = done.value
-                    break
-                query = queries[step.name]
-                if step.kind == "many":
-                    db.executemany(query.sql, step.rows)
-                    result = None
-                else:
-                    cursor = db.execute(query.sql, _bind(query, step.params or {}))
-                    result = [r[0] for r in cursor] if step.kind == "column" \
-                        else cursor.rowcount
+            result = _inline(body(_InlineConn(db, self._queries)))
             db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
             db.execute("ROLLBACK")
@@ -203,7 +242,26 @@ class SQLiteStore(SqlStore):
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
-        return fenced
+        return result
+
+    async def _in_read(self, body: Body[T]) -> T:
+        assert self._reads is not None, "store is not open"
+        db = await self._inline_readers.get()
+        try:
+            future = asyncio.get_running_loop().run_in_executor(
+                self._reads, self._read_here, db, body)
+            with anyio.CancelScope(shield=True):  # the connection goes back idle
+                result = await future
+        finally:
+            self._inline_readers.put_nowait(db)
+        return result
+
+    def _read_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
+        db.execute("BEGIN")  # one snapshot for every statement of the body (G5)
+        try:
+            return _inline(body(_InlineConn(db, self._queries)))
+        finally:
+            db.execute("ROLLBACK")
 
     def _take_dir_lock(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,8 +281,14 @@ class SQLiteStore(SqlStore):
         self._writer = await self._connect()
         await self._migrate()
         await self._convert_vacuum(self._writer)
-        self._commits = ThreadPoolExecutor(1, thread_name_prefix="outlast-sqlite-commit")
-        self._committer = self._connect_committer()
+        self._writes = ThreadPoolExecutor(1, thread_name_prefix="outlast-sqlite-write")
+        self._inline_writer = self._connect_inline()
+        self._reads = ThreadPoolExecutor(self._n_readers,
+                                         thread_name_prefix="outlast-sqlite-read")
+        for _ in range(self._n_readers):
+            inline = self._connect_inline()
+            self._all_inline_readers.append(inline)
+            self._inline_readers.put_nowait(inline)
         for _ in range(self._n_readers):
             reader = await self._connect()
             self._all_readers.append(reader)
@@ -273,12 +337,19 @@ class SQLiteStore(SqlStore):
         for db in self._all_readers:
             await db.close()
         self._all_readers.clear()
-        if self._committer is not None and self._commits is not None:
+        if self._inline_writer is not None and self._writes is not None:
             async with self._write_lock:
                 await asyncio.get_running_loop().run_in_executor(
-                    self._commits, self._committer.close)
-            self._commits.shutdown()
-            self._committer = self._commits = None
+                    self._writes, self._inline_writer.close)
+            self._writes.shutdown()
+            self._inline_writer = self._writes = None
+        if self._reads is not None:
+            self._reads.shutdown()  # waits for reads in flight
+            for reader in self._all_inline_readers:
+                reader.close()
+            self._all_inline_readers.clear()
+            self._inline_readers = asyncio.Queue()
+            self._reads = None
         if self._writer is not None:
             await self._writer.close()
             self._writer = None

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 from outlast.errors import (
     IdempotencyConflict,
@@ -51,8 +51,12 @@ from outlast.store.notifications import Notification
 from outlast.store.sql import Query, load_queries, migrations
 from outlast.store.sql_retention import RetentionSql
 from outlast.store.sql_webhooks import WebhooksSql
-from outlast.store.sqlconn import Conn, UniqueViolation
-from outlast.store.sqlwrite import Steps, drive, write_steps
+from outlast.store.sqlconn import Conn, Row, UniqueViolation
+from outlast.store.sqlwrite import write_batch
+
+T = TypeVar("T")
+Body = Callable[[Conn], Coroutine[Any, Any, T]]
+"""A transaction's body: awaits only its connection's methods (and helpers that do)."""
 
 
 class SqlStore(RetentionSql, WebhooksSql, Store):
@@ -72,6 +76,26 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
     @abstractmethod
     def _read(self) -> AbstractAsyncContextManager[Conn]:
         """A read-only connection."""
+
+    async def _in_write(self, body: Body[T]) -> T:
+        """``body`` in one write transaction. A body awaits nothing but its connection, so
+        a backend may run it whole elsewhere, in one trip (SQLite: in a thread)."""
+        async with self._write() as c:
+            return await body(c)
+
+    async def _read_one(self, name: str, **params: Any) -> Row | None:
+        """The first row of one statement, which sees one snapshot by itself (a backend
+        may spare it a transaction)."""
+        return await self._in_read(lambda c: c.one(name, **params))
+
+    async def _read_all(self, name: str, **params: Any) -> list[Row]:
+        """Every row of one statement (as ``_read_one``)."""
+        return await self._in_read(lambda c: c.all(name, **params))
+
+    async def _in_read(self, body: Body[T]) -> T:
+        """``body`` in one read transaction (one snapshot), under the same rule."""
+        async with self._read() as c:
+            return await body(c)
 
     @abstractmethod
     def _migration_lock(self) -> AbstractAsyncContextManager[None]:
@@ -97,8 +121,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         # race on the idempotency key's primary key retries and attaches.
         for attempt in range(3):
             try:
-                async with self._write() as c:
-                    return await self._admit(c, req)
+                return await self._in_write(lambda c: self._admit(c, req))
             except UniqueViolation:
                 if attempt == 2:
                     raise
@@ -189,13 +212,17 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                     f"interrupt {answer.interrupt_id!r} is not pending",
                     interruptId=answer.interrupt_id,
                 )
+        claimed: list[RunRecord] = []
+        if req.claim_instance is not None and req.claim_limit > 0:
+            claimed = await self._claim(c, req.claim_instance, req.claim_ttl, req.claim_limit,
+                                        req.now)
+            run = next((r for r in claimed if r.rid == run.rid), run)
         await c.run("thread_refresh_status", tid=tid, now=req.now)
-        return AdmitResult(run, created=True, superseded=superseded)
+        return AdmitResult(run, created=True, superseded=superseded, claimed=claimed)
 
     # -- reads -----------------------------------------------------------
     async def get_thread(self, owner: str, thread_id: str) -> ThreadRecord | None:
-        async with self._read() as c:
-            row = await c.one("thread_get", owner=owner, id=thread_id)
+        row = await self._read_one("thread_get", owner=owner, id=thread_id)
         return None if row is None else ThreadRecord.from_row(row)
 
     async def list_threads(
@@ -216,24 +243,25 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                           if more and last is not None else None)
 
     async def get_snapshot(self, tid: int) -> Snapshot:
-        async with self._read() as c:
-            # One read transaction: messages and coordinate agree (G5).
-            return await self._snapshot(c, tid)
+        # One read transaction: messages and coordinate agree (G5).
+        return await self._in_read(lambda c: self._snapshot(c, tid))
 
     async def thread_view(self, owner: str, thread_id: str) -> ThreadView | None:
-        async with self._read() as c:
-            row = await c.one("thread_get", owner=owner, id=thread_id)
-            if row is None:
-                return None
-            tid = row["tid"]
-            return ThreadView(
-                thread=ThreadRecord.from_row(row),
-                snapshot=await self._snapshot(c, tid),
-                interrupts=[InterruptRecord.from_row(r)
-                            for r in await c.all("interrupts_pending_for_thread", tid=tid)],
-                active=[RunRecord.from_row(r)
-                        for r in await c.all("runs_active_for_thread", tid=tid)],
-            )
+        return await self._in_read(lambda c: self._thread_view(c, owner, thread_id))
+
+    async def _thread_view(self, c: Conn, owner: str, thread_id: str) -> ThreadView | None:
+        row = await c.one("thread_get", owner=owner, id=thread_id)
+        if row is None:
+            return None
+        tid = row["tid"]
+        return ThreadView(
+            thread=ThreadRecord.from_row(row),
+            snapshot=await self._snapshot(c, tid),
+            interrupts=[InterruptRecord.from_row(r)
+                        for r in await c.all("interrupts_pending_for_thread", tid=tid)],
+            active=[RunRecord.from_row(r)
+                    for r in await c.all("runs_active_for_thread", tid=tid)],
+        )
 
     async def _snapshot(self, c: Conn, tid: int) -> Snapshot:
         thread = await c.one("thread_get_tid", tid=tid)
@@ -260,49 +288,42 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
             await c.run("thread_delete", tid=thread["tid"])
 
     async def get_run(self, owner: str, run_id: str) -> RunRecord | None:
-        async with self._read() as c:
-            row = await c.one("run_get", owner=owner, id=run_id)
+        row = await self._read_one("run_get", owner=owner, id=run_id)
         return None if row is None else RunRecord.from_row(row)
 
     async def get_run_by_rid(self, rid: int) -> RunRecord | None:
-        async with self._read() as c:
-            row = await c.one("run_get_rid", rid=rid)
+        row = await self._read_one("run_get_rid", rid=rid)
         return None if row is None else RunRecord.from_row(row)
 
     async def list_runs(self, tid: int, limit: int, before_rid: int | None) -> list[RunRecord]:
-        async with self._read() as c:
-            rows = await c.all("runs_list_thread", tid=tid, limit=limit, before_rid=before_rid)
+        rows = await self._read_all("runs_list_thread", tid=tid, limit=limit,
+                                    before_rid=before_rid)
         return [RunRecord.from_row(r) for r in rows]
 
     async def active_runs(self, tid: int) -> list[RunRecord]:
-        async with self._read() as c:
-            rows = await c.all("runs_active_for_thread", tid=tid)
+        rows = await self._read_all("runs_active_for_thread", tid=tid)
         return [RunRecord.from_row(r) for r in rows]
 
     async def read_events(self, rid: int, after: int, limit: int) -> list[StoredEvent]:
-        async with self._read() as c:
-            rows = await c.all("events_after", rid=rid, after=after, limit=limit)
+        rows = await self._read_all("events_after", rid=rid, after=after, limit=limit)
         return [StoredEvent(r["seq"], bool(r["boundary"]), r["body"]) for r in rows]
 
     async def read_frames(
         self, rid: int, after: int, limit: int, template: tuple[str, str, str]
     ) -> tuple[int, str]:
         head, sep, tail = template
-        async with self._read() as c:
-            row = await c.one("events_frames_after", rid=rid, after=after, limit=limit,
-                              head=head, sep=sep, tail=tail)
+        row = await self._read_one("events_frames_after", rid=rid, after=after, limit=limit,
+                                   head=head, sep=sep, tail=tail)
         if row is None or not row["n"]:
             return after, ""
         return int(row["last_seq"]), str(row["text"])
 
     async def last_boundary(self, rid: int, upto: int) -> int:
-        async with self._read() as c:
-            row = await c.one("event_last_boundary", rid=rid, upto=upto)
+        row = await self._read_one("event_last_boundary", rid=rid, upto=upto)
         return 0 if row is None else int(row["seq"])
 
     async def open_constructs(self, rid: int, after: int) -> list[tuple[str, str]]:
-        async with self._read() as c:
-            rows = await c.all("constructs_open_at", rid=rid, after=after)
+        rows = await self._read_all("constructs_open_at", rid=rid, after=after)
         return [(str(r["ckey"]), str(r["body"])) for r in rows]
 
     async def interrupts(
@@ -319,56 +340,53 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         return [r for r in records if r.status == "pending"] if pending else records
 
     async def resolved_by(self, rid: int) -> list[InterruptRecord]:
-        async with self._read() as c:
-            rows = await c.all("interrupts_resolved_by_run", rid=rid)
+        rows = await self._read_all("interrupts_resolved_by_run", rid=rid)
         return [InterruptRecord.from_row(r) for r in rows]
 
     # -- leases ----------------------------------------------------------
     async def claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
         now = time.time()
-        async with self._write() as c:
-            rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl,
-                               now=now, limit=limit)
-            for tid in {r["tid"] for r in rows}:
-                await c.run("thread_refresh_status", tid=tid, now=now)
+        return await self._in_write(lambda c: self._claim(c, instance, ttl, limit, now))
+
+    @staticmethod
+    async def _claim(c: Conn, instance: str, ttl: float, limit: int,
+                     now: float) -> list[RunRecord]:
+        rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl,
+                           now=now, limit=limit)
+        for tid in {r["tid"] for r in rows}:
+            await c.run("thread_refresh_status", tid=tid, now=now)
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
 
     async def claim_expired(
         self, instance: str, ttl: float, limit: int, all_foreign: bool = False
     ) -> list[RunRecord]:
         now = time.time()
-        async with self._write() as c:
-            rows = await c.all("run_claim_expired", instance=instance, expires=now + ttl,
-                               now=now, limit=limit, all_foreign=1 if all_foreign else 0)
+        rows = await self._in_write(lambda c: c.all(
+            "run_claim_expired", instance=instance, expires=now + ttl, now=now, limit=limit,
+            all_foreign=1 if all_foreign else 0))
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
 
     async def renew_leases(self, instance: str, ttl: float,
                            rids: list[int] | None = None) -> list[LeaseState]:
-        async with self._write() as c:
-            rows = await c.all("run_renew_leases", instance=instance,
-                               rids=None if rids is None else json.dumps(rids),
-                               expires=time.time() + ttl)
+        rows = await self._in_write(lambda c: c.all("run_renew_leases", instance=instance,
+                                             rids=None if rids is None else json.dumps(rids),
+                                             expires=time.time() + ttl))
         return [LeaseState(r["rid"], r["attempts"], bool(r["cancel_requested"])) for r in rows]
 
     async def release_lease(self, rid: int, instance: str, attempt: int) -> None:
-        async with self._write() as c:
-            await c.run("run_release_lease", rid=rid, instance=instance, attempt=attempt)
+        await self._in_write(lambda c: c.run("run_release_lease", rid=rid, instance=instance,
+                                             attempt=attempt))
 
     async def expire_lease(self, rid: int, instance: str, attempt: int) -> None:
-        async with self._write() as c:
-            await c.run("run_expire_lease", rid=rid, instance=instance, attempt=attempt)
+        await self._in_write(lambda c: c.run("run_expire_lease", rid=rid, instance=instance,
+                                             attempt=attempt))
 
     # -- writing runs ----------------------------------------------------
     async def write(self, batch: list[RunWrite]) -> set[int]:
         if not batch:
             return set()
-        return await self._commit(write_steps(batch, time.time()))
-
-    async def _commit(self, steps: Steps) -> set[int]:
-        """Run a commit's statements in one write transaction (a backend may do it in
-        fewer trips)."""
-        async with self._write() as c:
-            return await drive(steps, c)
+        now = time.time()
+        return await self._in_write(lambda c: write_batch(c, batch, now))
 
     async def request_cancel(self, rid: int) -> RunRecord | None:
         async with self._write() as c:
@@ -394,8 +412,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
 
     # -- effects ---------------------------------------------------------
     async def effect_get(self, rid: int, key: str) -> EffectRecord | None:
-        async with self._read() as c:
-            row = await c.one("effect_get", rid=rid, key=key)
+        row = await self._read_one("effect_get", rid=rid, key=key)
         if row is None:
             return None
         result = None if row["result"] is None else json.loads(row["result"])
@@ -406,17 +423,21 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
             raise LeaseLost("this process no longer holds the run's lease", rid=rid)
 
     async def effect_start(self, rid: int, key: str, instance: str, attempt: int) -> None:
-        async with self._write() as c:
+        async def start(c: Conn) -> None:
             await self._fence(c, rid, instance, attempt)
             await c.run("effect_start", rid=rid, key=key, attempt=attempt, now=time.time())
+
+        await self._in_write(start)
 
     async def effect_complete(
         self, rid: int, key: str, instance: str, attempt: int, result_json: str
     ) -> None:
-        async with self._write() as c:
+        async def complete(c: Conn) -> None:
             await self._fence(c, rid, instance, attempt)
             await c.run("effect_complete", rid=rid, key=key, result=result_json,
                         now=time.time())
+
+        await self._in_write(complete)
 
     # -- upkeep ----------------------------------------------------------
     async def prune(self, idempotency_before: float) -> None:
@@ -461,13 +482,11 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         return ThreadRecord.from_row(thread)
 
     async def fork_base(self, tid: int) -> tuple[list[dict[str, Any]], Any] | None:
-        async with self._read() as c:
-            row = await c.one("fork_base_get", tid=tid)
+        row = await self._read_one("fork_base_get", tid=tid)
         if row is None:
             return None
         return json.loads(row["messages"]), json.loads(row["state"])
 
     async def runs_upto(self, tid: int, rid: int) -> list[RunRecord]:
-        async with self._read() as c:
-            rows = await c.all("fork_runs_upto", tid=tid, rid=rid)
+        rows = await self._read_all("fork_runs_upto", tid=tid, rid=rid)
         return [RunRecord.from_row(r) for r in rows]
