@@ -15,7 +15,7 @@ from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
 from outlast.engine.hub import Hub
 from outlast.engine.runtime import Engine, RunOptions
-from outlast.engine.writer import Writer
+from outlast.engine.writer import BACKLOG, MIN_BACKLOG, Writer
 from outlast.store.base import FINAL, RunRecord, RunWrite
 from outlast.store.sqlite import SQLiteStore
 from tests.support.scripted_agent import ScriptedAgent
@@ -162,6 +162,62 @@ async def test_the_writer_publishes_only_what_it_committed(tmp_path: Path) -> No
         assert writer.pending_channels() == 0 and len(hub) == 0
     finally:
         await writer.stop()
+        await store.close()
+
+
+async def test_a_runs_backlog_is_its_share_of_one_budget_and_waits_for_the_take(
+        tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "b.db")
+    await store.open()
+    hub = Hub()
+    writer = Writer(store, hub, lambda writes: None)  # not started: nothing is taken yet
+    engine = Engine(Settings(data_dir=tmp_path), store, {"steps": Steps()})
+    try:
+        for n in ("ra", "rb"):
+            await store.admit(_admit_request(engine, f"t{n}", n))
+        a, b = await store.claim_queued("me", 5.0, 10)
+        ca = writer.channel(a.rid, a.tid, a.id, a.attempts, "me", 0)
+        cb = writer.channel(b.rid, b.tid, b.id, b.attempts, "me", 0)
+        assert writer.high_water() == BACKLOG  # nobody writing: one run may hold it all
+        writer.append(cb, 1, False, json.dumps({"type": "CUSTOM", "name": "n", "value": 0}))
+        assert writer.high_water() == max(MIN_BACKLOG, BACKLOG // 1)
+        for seq in range(1, BACKLOG + 2):
+            writer.append(ca, seq, False, json.dumps({"type": "CUSTOM", "name": "n",
+                                                      "value": seq}))
+        assert writer.high_water() == max(MIN_BACKLOG, BACKLOG // 2)  # two runs share it
+        assert writer.over_high_water(ca) and not writer.over_high_water(cb)
+        room = asyncio.create_task(writer.make_room(ca))
+        await asyncio.sleep(0.05)
+        assert not room.done()  # over its share, and the writer has taken nothing
+        writer.start()
+        await asyncio.wait_for(room, 10.0)  # the writer took the backlog into a commit
+        await writer.flush(ca)
+        await writer.flush(cb)
+        assert not ca.fenced and not cb.fenced, (ca.fenced, cb.fenced)
+        assert len(await store.read_events(a.rid, 0, 10_000)) == BACKLOG + 1
+        assert [e.seq for e in await store.read_events(b.rid, 0, 10)] == [1]
+    finally:
+        await writer.stop()
+        await store.close()
+
+
+async def test_a_transaction_body_run_in_a_thread_may_await_only_its_connection(
+        tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "i.db")
+    await store.open()
+    engine = Engine(Settings(data_dir=tmp_path), store, {"steps": Steps()})
+    try:
+        async def suspends(c: Any) -> None:
+            await c.run("thread_insert", owner="alice", id="tx", title=None, now=1.0)
+            await asyncio.sleep(0)  # not the connection: refused, and nothing is kept
+
+        with pytest.raises(RuntimeError, match="awaited something other than its connection"):
+            await store._in_write(suspends)
+        assert await store.get_thread("alice", "tx") is None
+        # The connection is back in order: the next transaction commits.
+        await store.admit(_admit_request(engine, "tx", "rx"))
+        assert await store.get_thread("alice", "tx") is not None
+    finally:
         await store.close()
 
 

@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 
-from outlast.engine.hub import CACHE_BYTES, CACHE_EVENTS, Hub, RunFeed
+from outlast.engine.hub import CACHE_BYTES, CACHE_EVENTS, POKE_SECONDS, Hub, RunFeed
 from outlast.http.frames import SSE_TEMPLATE, frame, retry_preamble
 from outlast.http.streams import is_legacy, legacy_body
 from outlast.store.base import StoredEvent
@@ -124,6 +124,22 @@ async def test_waiting_on_a_feed_wakes_on_progress_and_is_immediate_when_behind(
     feed.advance([], 1, True)
     await feed.wait(1, 5.0)  # final: returns at once
     assert time.monotonic() - started < 1.0
+
+
+async def test_a_stream_waiting_without_a_timer_is_woken_by_the_sweep_only_when_quiet() -> None:
+    hub = Hub()
+    feed = hub.acquire(1)
+    feed.advance([stored(1)], 1, False)
+    waiter = asyncio.create_task(feed.wait(1))
+    await asyncio.sleep(0)
+    hub.poke_quiet()  # it just moved: not quiet, nobody is woken
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    feed.moved_at -= POKE_SECONDS
+    hub.poke_quiet()  # quiet for POKE_SECONDS: woken with nothing new (the log is read)
+    await asyncio.wait_for(waiter, 5.0)
+    assert feed.last_seq == 1
+    hub.release(1)
 
 
 def test_a_feed_lives_exactly_as_long_as_its_holders() -> None:

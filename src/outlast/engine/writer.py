@@ -88,6 +88,7 @@ class RunChannel:
     fenced: bool = False
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     room_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    inflight: bool = False  # writes taken into the commit in progress
     on_fenced: Callable[[], None] | None = None
     # Callbacks to run once everything up to their seq is committed, in seq order.
     committed_callbacks: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
@@ -187,12 +188,14 @@ class Writer:
                 fut.set_result(None)
 
     async def flush(self, ch: RunChannel) -> None:
-        """Wait until everything queued on ``ch`` so far is committed (or fenced off)."""
-        if not ch.pending or ch.fenced:
+        """Wait until everything queued on ``ch`` so far is committed (or fenced off),
+        including what the commit in progress took."""
+        if ch.fenced or not (ch.pending or ch.inflight):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ch.waiters.append(fut)
-        self._wake.set()
+        if ch.pending:
+            self._wake.set()
         await fut
 
     def _mark(self, ch: RunChannel) -> None:
@@ -224,6 +227,7 @@ class Writer:
             high_water = max(MIN_BACKLOG, BACKLOG // len(channels))
             for ch in channels:
                 writes.append(self._take(ch, share))
+                ch.inflight = True
                 if ch.room_waiters and len(ch.events) <= high_water:
                     self._room(ch)  # the agent produces again while this commits
                 if ch.pending:
@@ -236,6 +240,11 @@ class Writer:
                 fenced = await self._store.write(writes)
             except Exception as exc:  # the store failed: every waiter learns it
                 log.exception("committing %d run writes failed", len(writes))
+                for ch in channels:
+                    ch.inflight = False
+                    if not ch.pending:  # flushes that came during the commit
+                        waiters.append(ch.waiters)
+                        ch.waiters = []
                 for futures in waiters:
                     for fut in futures:
                         if not fut.done():
@@ -250,6 +259,10 @@ class Writer:
                 self._on_batch(time.perf_counter() - started)
             committed: list[RunWrite] = []
             for ch, w, ws in zip(channels, writes, waiters, strict=True):
+                ch.inflight = False
+                if not ch.pending:  # flushes that came during the commit: done too
+                    ws = ws + ch.waiters
+                    ch.waiters = []
                 if w.rid in fenced:
                     # G8 fencing: another process owns this run now; write nothing more.
                     ch.fenced = True
