@@ -221,6 +221,38 @@ async def test_a_transaction_body_run_in_a_thread_may_await_only_its_connection(
         await store.close()
 
 
+async def test_a_cancelled_reader_returns_at_once_and_its_connection_waits_for_the_thread(
+        tmp_path: Path) -> None:
+    """A client that leaves mid-read must not hold its stream up until the read ends (a
+    reattach storm would queue behind streams nobody reads), nor hand back a connection
+    its thread still uses."""
+    store = SQLiteStore(tmp_path / "c.db", readers=1)
+    await store.open()
+    slow = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+            "WHERE i < 10000000) SELECT count(*) FROM n")
+    started = asyncio.Event()
+
+    async def long_read(c: Any) -> int:
+        rows = c._db.execute(slow).fetchall()  # runs in the reader's thread
+        return int(rows[0][0])
+
+    try:
+        reader = asyncio.create_task(store._in_read(long_read))
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, started.set)
+        await started.wait()
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+        # The caller is gone; the thread still reads on the only connection, so it is
+        # not back in the pool, and the next read waits for it rather than sharing it.
+        assert store._inline_readers.qsize() == 0
+        assert await store.get_thread("alice", "nobody") is None
+        assert store._inline_readers.qsize() == 1
+    finally:
+        await store.close()
+
+
 def _admit_request(engine: Engine, thread_id: str, run_id: str) -> Any:
     import time
 

@@ -11,7 +11,7 @@ import fcntl
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -78,6 +78,26 @@ def _inline(coro: Coroutine[Any, Any, T]) -> T:
     coro.close()
     raise RuntimeError("a transaction body run in a worker thread awaited something "
                        "other than its connection")
+
+
+async def _in_thread(pool: ThreadPoolExecutor, release: Callable[[], None],
+                     fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in ``pool``; ``release`` runs once it has returned. A caller
+    cancelled meanwhile (a client gone) returns at once, while the thread finishes
+    its transaction; the connection (and the write lock) are its until then."""
+    try:
+        future = asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+    except BaseException:
+        release()
+        raise
+
+    def done(f: asyncio.Future[T]) -> None:
+        release()
+        if not f.cancelled():
+            f.exception()  # seen: a cancelled caller's failure is not "never retrieved"
+
+    future.add_done_callback(done)
+    return await asyncio.shield(future)
 
 
 class _InlineConn:
@@ -221,14 +241,9 @@ class SQLiteStore(SqlStore):
         # of milliseconds under a few hundred runs at a model's pace.
         assert self._inline_writer is not None and self._writes is not None, \
             "store is not open"
-        async with self._write_lock:
-            future = asyncio.get_running_loop().run_in_executor(
-                self._writes, self._write_here, self._inline_writer, body)
-            # Shielded: the thread ends the transaction either way, and the lock is held
-            # until it has.
-            with anyio.CancelScope(shield=True):
-                result = await future
-        return result
+        await self._write_lock.acquire()
+        return await _in_thread(self._writes, self._write_lock.release,
+                                self._write_here, self._inline_writer, body)
 
     def _write_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
         db.execute("BEGIN IMMEDIATE")
@@ -247,14 +262,8 @@ class SQLiteStore(SqlStore):
     async def _in_read(self, body: Body[T]) -> T:
         assert self._reads is not None, "store is not open"
         db = await self._inline_readers.get()
-        try:
-            future = asyncio.get_running_loop().run_in_executor(
-                self._reads, self._read_here, db, body)
-            with anyio.CancelScope(shield=True):  # the connection goes back idle
-                result = await future
-        finally:
-            self._inline_readers.put_nowait(db)
-        return result
+        return await _in_thread(self._reads, lambda: self._inline_readers.put_nowait(db),
+                                self._read_here, db, body)
 
     def _read_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
         db.execute("BEGIN")  # one snapshot for every statement of the body (G5)
