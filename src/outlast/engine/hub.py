@@ -18,8 +18,9 @@ from outlast.store.base import StoredEvent
 CACHE_EVENTS = 1024
 """At most this many recent events per feed: a run's commit is rarely larger (the writer
 shares about a thousand events a commit among the runs writing)."""
-CACHE_BYTES = 16 << 10
-"""Older commits' events are kept only up to this many bytes of JSON per feed, so that a
+CACHE_BYTES = 4 << 10
+"""Older commits' events are kept only up to this many bytes of JSON per feed (4 KB: with
+the writer's backlog budget a subscriber rarely falls further behind), so that a
 running run costs little whatever its pace (a subscriber that fell behind reads the log);
 the latest commit's events are always kept, for the subscribers at the live edge."""
 
