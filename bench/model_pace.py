@@ -276,7 +276,8 @@ def main() -> None:
                     cluster.stop()
     out = {"points": points, "skipped": skipped, "load_before": load,
            "load_after": os.getloadavg()[0], "seconds": time.monotonic() - started}
-    where = ns.plots or (None if ns.quick else PLOTS)
+    # Only a full run redraws the committed charts (a run of some steps would replace them).
+    where = ns.plots or (None if ns.quick or ns.steps or ns.no_postgres else PLOTS)
     if where is not None:
         plots(points, where)
         print(f"charts: {where / 'model-pace-p99.svg'}, {where / 'model-pace-cpu.svg'}")
