@@ -11,6 +11,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -121,23 +122,26 @@ class AsyncClient:
                         params={"protocolVersion": "1.0"},  # stored events, unconverted
                         timeout=self._stream_timeout) as resp:
                     await _raise_for_status(resp)
-                    async for sse in EventSource(resp).aiter_sse():
-                        if not sse.data:
-                            continue  # a retry: line alone
-                        event: dict[str, Any] = json.loads(sse.data)
-                        # SSE keeps the last id for frames without one: only a larger
-                        # id is a new stored event (exactly once, in order).
-                        seq = int(sse.id) if sse.id else 0
-                        if seq <= last:
-                            # The finished run's tail: everything up to its final event
-                            # was yielded already.
-                            ended = ended or event.get("type") in TERMINAL
-                            continue
-                        last = seq
-                        backoff.reset()
-                        yield seq, event
-                        if event.get("type") in TERMINAL:
-                            return
+                    # Closed here, not by the garbage collector, when the final event
+                    # returns from inside the loop.
+                    async with aclosing(EventSource(resp).aiter_sse()) as frames:
+                        async for sse in frames:
+                            if not sse.data:
+                                continue  # a retry: line alone
+                            event: dict[str, Any] = json.loads(sse.data)
+                            # SSE keeps the last id for frames without one: only a larger
+                            # id is a new stored event (exactly once, in order).
+                            seq = int(sse.id) if sse.id else 0
+                            if seq <= last:
+                                # The finished run's tail: everything up to its final event
+                                # was yielded already.
+                                ended = ended or event.get("type") in TERMINAL
+                                continue
+                            last = seq
+                            backoff.reset()
+                            yield seq, event
+                            if event.get("type") in TERMINAL:
+                                return
                 if ended:
                     return
                 # A clean end without the final event: a draining server, or a run

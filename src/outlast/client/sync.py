@@ -41,6 +41,10 @@ class _Loop:
             raise
 
     def stop(self) -> None:
+        # Finalize async generators first (an SSE reader left by a ``break``): once the
+        # loop is closed, the garbage collector's finalizer would schedule their close
+        # on a dead loop ("Task was destroyed but it is pending!" at exit).
+        asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()
