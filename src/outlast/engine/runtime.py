@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,11 +238,8 @@ class Engine(EdgeReads):
             claim_instance=self.instance, claim_ttl=self.settings.lease_ttl,
             claim_limit=1 if self._room() > 0 else 0,
         )
-        self._reserved += req.claim_limit
-        try:
+        with self._reserving(req.claim_limit):
             result = await self.store.admit(req)
-        finally:
-            self._reserved -= req.claim_limit
         for run in result.claimed:
             self._launch(run, crashed=False)
         if result.created:
@@ -353,11 +350,17 @@ class Engine(EdgeReads):
         free = self._room()
         if free <= 0:
             return []
-        self._reserved += free
-        try:
+        with self._reserving(free):
             return await claim(self.instance, self.settings.lease_ttl, free)
+
+    @contextlib.contextmanager
+    def _reserving(self, slots: int) -> Iterator[None]:
+        """Count ``slots`` as taken while a claim that may fill them is in flight."""
+        self._reserved += slots
+        try:
+            yield
         finally:
-            self._reserved -= free
+            self._reserved -= slots
 
     def _room(self) -> int:
         """How many more runs this process may start (--max-runs), admissions' claims

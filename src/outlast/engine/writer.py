@@ -29,6 +29,11 @@ while one run alone needs a deep backlog to fill large commits. Waiting for the 
 not the commit, keeps the agent producing while the writer commits."""
 MIN_BACKLOG = 50
 """The least backlog a run may hold, however many runs write."""
+
+
+def backlog_share(writing: int) -> int:
+    """How many queued events each of ``writing`` runs may hold."""
+    return max(MIN_BACKLOG, BACKLOG // max(1, writing))
 COMMIT_EVENTS = 1000
 """About how many events one commit takes, shared fairly among the runs writing."""
 MIN_SHARE = 64
@@ -164,7 +169,7 @@ class Writer:
 
     def high_water(self) -> int:
         """How many queued events a run writing may hold now."""
-        return max(MIN_BACKLOG, BACKLOG // max(1, len(self._dirty)))
+        return backlog_share(len(self._dirty))
 
     def over_high_water(self, ch: RunChannel) -> bool:
         """True when ``ch`` holds more queued events than its share of the backlog."""
@@ -181,7 +186,7 @@ class Writer:
         await fut
 
     @staticmethod
-    def _room(ch: RunChannel) -> None:
+    def _release_room(ch: RunChannel) -> None:
         waiters, ch.room_waiters = ch.room_waiters, []
         for fut in waiters:
             if not fut.done():
@@ -224,12 +229,12 @@ class Writer:
             share = max(MIN_SHARE, COMMIT_EVENTS // len(channels))
             writes: list[RunWrite] = []
             waiters: list[list[asyncio.Future[None]]] = []
-            high_water = max(MIN_BACKLOG, BACKLOG // len(channels))
+            high_water = backlog_share(len(channels))
             for ch in channels:
                 writes.append(self._take(ch, share))
                 ch.inflight = True
                 if ch.room_waiters and len(ch.events) <= high_water:
-                    self._room(ch)  # the agent produces again while this commits
+                    self._release_room(ch)  # the agent produces again while this commits
                 if ch.pending:
                     waiters.append([])  # flushes wait for everything queued so far
                 else:
@@ -251,7 +256,7 @@ class Writer:
                             fut.set_exception(exc)
                 for ch in channels:
                     ch.fenced = True
-                    self._room(ch)
+                    self._release_room(ch)
                     if ch.on_fenced is not None:
                         ch.on_fenced()
                 continue
@@ -266,7 +271,7 @@ class Writer:
                 if w.rid in fenced:
                     # G8 fencing: another process owns this run now; write nothing more.
                     ch.fenced = True
-                    self._room(ch)
+                    self._release_room(ch)
                     if ch.on_fenced is not None:
                         ch.on_fenced()
                 else:
