@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,9 +110,11 @@ class ThreadFold(MessageIndex):
         awaited = {i.get("toolCallId") for i in self.interrupts}
         return self._unanswered <= awaited
 
-    def open_keys(self) -> set[constructs.Key]:
-        """The keys of the constructs open now (as ``verifyEvents`` tracks them)."""
-        return set(self._open)
+    @property
+    def open_keys(self) -> AbstractSet[constructs.Key]:
+        """The keys of the constructs open now (as ``verifyEvents`` tracks them): a live,
+        read-only view."""
+        return self._open.keys()
 
     @property
     def chunk_lanes_open(self) -> bool:
