@@ -113,6 +113,7 @@ class Writer:
         self._on_commit = on_commit  # told each commit's writes, fenced ones left out
         self._on_batch = on_batch  # told each commit's duration (seconds)
         self._dirty: dict[int, RunChannel] = {}
+        self._share_of, self._share = 0, backlog_share(0)  # high_water's last answer
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -169,7 +170,10 @@ class Writer:
 
     def high_water(self) -> int:
         """How many queued events a run writing may hold now."""
-        return backlog_share(len(self._dirty))
+        writing = len(self._dirty)
+        if writing != self._share_of:  # asked per event: worked out when the count moves
+            self._share_of, self._share = writing, backlog_share(writing)
+        return self._share
 
     def over_high_water(self, ch: RunChannel) -> bool:
         """True when ``ch`` holds more queued events than its share of the backlog."""

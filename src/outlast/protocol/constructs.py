@@ -34,6 +34,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from outlast.protocol.jsonutil import dumps
+
 Event = dict[str, Any]
 Key = tuple[str | None, ...]
 
@@ -178,12 +180,11 @@ def closing_events(opened: dict[Key, OpenConstruct]) -> list[Event]:
 def construct_row(key: Key, construct: OpenConstruct | None) -> tuple[str, str | None]:
     """A construct as the log's index stores it: its key and, for one that opened, its
     body; ``None`` marks the close of the open construct with that key (JSON both)."""
-    ckey = json.dumps(list(key), separators=(",", ":"), ensure_ascii=False)
+    ckey = dumps(key)
     if construct is None:
         return ckey, None
-    body = {"reopen": construct.reopen, "close": construct.close, "lane": construct.lane,
-            "chunked": construct.chunked}
-    return ckey, json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return ckey, dumps({"reopen": construct.reopen, "close": construct.close,
+                        "lane": construct.lane, "chunked": construct.chunked})
 
 
 def decode(rows: list[tuple[str, str]]) -> dict[Key, OpenConstruct]:
