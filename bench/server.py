@@ -10,6 +10,8 @@ the store:
   ``bench.model_pace``).
 - ``GET /bench/runs/{run_id}/events?after=N`` streams a finished run's frames,
   encoded once ahead of time and held in memory: replay without reading the log.
+- ``PUT /bench/validation/{on|off}`` turns G11's checks of what agents emit off and on
+  again for the durable routes, so ``bench.validation`` can price them in one process.
 
 ``python -m bench.server --data-dir DIR`` prints ``outlast serving on URL`` when ready.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,9 @@ from sse_starlette import EventSourceResponse
 from bench.agents import BenchAgent, PacedAgent
 from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
+from outlast.cli.serve import SWITCH_INTERVAL
 from outlast.config import Settings
+from outlast.engine import execution
 from outlast.engine.runtime import Engine
 from outlast.http.app import create_app
 from outlast.http.auth import LOCAL_PRINCIPAL
@@ -103,6 +108,14 @@ async def baseline_frames(agent: Agent, body: dict[str, Any]) -> AsyncIterator[s
         task.cancel()
 
 
+def _unchecked(*_: Any) -> None:
+    """Accept any event: the durable path with G11's checks left out (bench only)."""
+
+
+CHECKS = {"on": (execution.check_schema, execution.check_order),
+          "off": (_unchecked, _unchecked)}
+
+
 def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
                   paced: PacedAgent | None = None) -> None:
     """The no-store twins of ``POST /agents/bench`` (and ``/agents/paced``) and
@@ -120,6 +133,12 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
                                headers={"Outlast-Run-Id": body["runId"],
                                         "Outlast-Thread-Id": body["threadId"]},
                                keepalive_seconds=s.keepalive)
+
+    @app.put("/bench/validation/{state}")
+    async def validation(state: str) -> dict[str, str]:
+        # The execution module looks both checks up at every emit.
+        execution.check_schema, execution.check_order = CHECKS[state]  # type: ignore[assignment]
+        return {"validation": state}
 
     @app.get("/bench/runs/{run_id}/events", response_model=None)
     async def replay_baseline(run_id: str, after: int = Query(default=0)) -> EventSourceResponse:
@@ -171,6 +190,7 @@ def main() -> None:
     parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
     ns = parser.parse_args()
     ns.data_dir.mkdir(parents=True, exist_ok=True)
+    sys.setswitchinterval(SWITCH_INTERVAL)  # as ``outlast serve`` runs
     asyncio.run(serve(ns.data_dir, ns.synchronous))
 
 
