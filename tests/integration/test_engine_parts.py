@@ -13,8 +13,10 @@ import pytest
 
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
+from outlast.engine import runtime
 from outlast.engine.hub import Hub
 from outlast.engine.runtime import Engine, RunOptions
+from outlast.engine.trim import malloc_trim
 from outlast.engine.writer import BACKLOG, MIN_BACKLOG, Writer
 from outlast.store.base import FINAL, RunRecord, RunWrite
 from outlast.store.sqlite import SQLiteStore
@@ -265,3 +267,29 @@ def _admit_request(engine: Engine, thread_id: str, run_id: str) -> Any:
                         key=run_id, fingerprint=fingerprint("steps", b), input_json=dumps(b),
                         options_json="{}", strategy="reject", resume=[], has_new_input=True,
                         title=None, now=time.time())
+
+
+async def test_the_engine_hands_freed_memory_back_every_so_often(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = malloc_trim()
+    assert real is not None, "this machine's C library is glibc: malloc_trim must be found"
+    calls: list[int] = []
+
+    def trim(pad: int) -> int:
+        calls.append(pad)
+        return real(pad)
+
+    monkeypatch.setattr(runtime, "malloc_trim", lambda: trim)
+    monkeypatch.setattr(runtime, "TRIM_SECONDS", 0.05)
+    engine = Engine(Settings(data_dir=tmp_path), SQLiteStore(tmp_path / "o.db"),
+                    {"steps": Steps()})
+    await engine.start()
+    try:
+        for _ in range(100):
+            if len(calls) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert calls[:2] == [0, 0]
+    finally:
+        await engine.stop()
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "outlast-trim"]

@@ -27,6 +27,7 @@ from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.history import diverged
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
+from outlast.engine.trim import TRIM_SECONDS, malloc_trim
 from outlast.engine.webhooks import Deliveries, check_request_webhook, owed
 from outlast.engine.writer import Writer
 from outlast.errors import (
@@ -148,6 +149,9 @@ class Engine(EdgeReads):
             asyncio.create_task(self._upkeep(), name="outlast-upkeep"),
             asyncio.create_task(self.hub.sweep(), name="outlast-feed-sweep"),
         ]
+        trim = malloc_trim()
+        if trim is not None:
+            self._tasks.append(asyncio.create_task(self._trim(trim), name="outlast-trim"))
         self.webhooks.start()
         self._started = True
         self._wake.set()
@@ -453,6 +457,12 @@ class Engine(EdgeReads):
             except Exception:
                 log.exception("retention pruning failed")
             await asyncio.sleep(every)
+
+    async def _trim(self, trim: Callable[[int], int]) -> None:
+        # G10: memory freed by finished runs goes back to the system (engine/trim.py).
+        while True:
+            await asyncio.sleep(TRIM_SECONDS)
+            await asyncio.to_thread(trim, 0)  # ctypes lets go of the interpreter lock
 
     async def gc(self, older_than: float | None, *, dry_run: bool) -> tuple[float, Freed]:
         """``outlast gc``: compact the runs final for longer than ``older_than`` seconds
