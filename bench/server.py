@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from sse_starlette import EventSourceResponse
 from bench.agents import BenchAgent, PacedAgent
 from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
-from outlast.cli.serve import SWITCH_INTERVAL
+from outlast.cli.serve import tune_interpreter
 from outlast.config import Settings
 from outlast.engine import execution
 from outlast.engine.runtime import Engine
@@ -190,7 +189,7 @@ def main() -> None:
     parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
     ns = parser.parse_args()
     ns.data_dir.mkdir(parents=True, exist_ok=True)
-    sys.setswitchinterval(SWITCH_INTERVAL)  # as ``outlast serve`` runs
+    tune_interpreter()  # as ``outlast serve`` runs
     asyncio.run(serve(ns.data_dir, ns.synchronous))
 
 

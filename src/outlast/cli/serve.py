@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 import sys
@@ -39,8 +40,22 @@ SWITCH_INTERVAL = 0.0005
 """Seconds a thread holds the interpreter lock while another waits for it (Python's
 default is 0.005). The store's worker threads release the lock at every statement and
 wait for it again to go on; behind a busy event loop each wait lasted up to the full
-interval, so a commit of a few statements spent most of its time waiting. A tenth of
-that moves the durable stream from 38k to 44k events/s (docs/performance.md)."""
+interval, so a commit of a few statements spent most of its time waiting."""
+
+GC_FIRST_GENERATION = 20_000
+"""Allocations between collections of the youngest generation (Python's default is
+700). Every event allocates a few dozen objects, nearly all freed by reference counting
+at once, so the default collected every few events."""
+
+
+def tune_interpreter() -> None:
+    """The interpreter settings ``outlast serve`` runs with (docs/performance.md has
+    what each is worth): a shorter switch interval, rarer young collections, and what
+    start-up loaded (modules, the app, the agents) kept out of every full collection."""
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(GC_FIRST_GENERATION, middle, oldest)
+    gc.freeze()
 
 __all__ = ["is_loopback", "load_agents", "serve"]
 
@@ -152,7 +167,7 @@ def _prepare_and_serve(settings: Settings) -> None:
     agents = load_agents(settings)
     raise_open_files_limit(settings.max_connections)
     sock = bind(settings)
-    sys.setswitchinterval(SWITCH_INTERVAL)
+    tune_interpreter()
     try:
         asyncio.run(_serve(settings, principals, agents, sock))
     finally:
