@@ -58,15 +58,37 @@ def _tagged(event: Event, source: Event, *keys: str) -> Event:
     return event
 
 
+def opener_key(event: Event) -> Key | None:
+    """The key of the construct an explicit opening event opens (as ``verifyEvents``
+    tracks it); else None."""
+    etype = event["type"]
+    if etype == "TEXT_MESSAGE_START":
+        return ("text", event["messageId"])
+    if etype == "TOOL_CALL_START":
+        return ("tool", event["toolCallId"])
+    if etype == "REASONING_MESSAGE_START":
+        return ("reasoning_message", event["messageId"])
+    if etype == "REASONING_START":
+        return ("reasoning", event["messageId"])
+    if etype == "STEP_STARTED":
+        return ("step", event.get("subagentRunId"), event["stepName"])
+    if etype == "SUBAGENT_STARTED":
+        return ("subagent", event["subagentRunId"])
+    return None
+
+
 def opener(event: Event, chunked: bool) -> tuple[Key, OpenConstruct] | None:
-    """The construct an opening event opens, keyed as ``verifyEvents`` tracks it; else None."""
+    """The construct an opening event opens, keyed by ``opener_key``; else None."""
+    key = opener_key(event)
+    if key is None:
+        return None
     etype = event["type"]
     tag = event.get("subagentRunId")
+    reopen_type = etype
     if etype == "TEXT_MESSAGE_START":
         mid = event["messageId"]
         reopen = _tagged({"messageId": mid}, event, "role", "name")
         close = _tagged({"type": "TEXT_MESSAGE_END", "messageId": mid}, event)
-        key: Key = ("text", mid)
         reopen_type = "TEXT_MESSAGE_CHUNK" if chunked else etype
     elif etype == "TOOL_CALL_START":
         tcid = event["toolCallId"]
@@ -74,7 +96,6 @@ def opener(event: Event, chunked: bool) -> tuple[Key, OpenConstruct] | None:
             {"toolCallId": tcid, "toolCallName": event["toolCallName"]}, event, "parentMessageId"
         )
         close = _tagged({"type": "TOOL_CALL_END", "toolCallId": tcid}, event)
-        key = ("tool", tcid)
         reopen_type = "TOOL_CALL_CHUNK" if chunked else etype
     elif etype == "REASONING_MESSAGE_START":
         mid = event["messageId"]
@@ -82,20 +103,16 @@ def opener(event: Event, chunked: bool) -> tuple[Key, OpenConstruct] | None:
         reopen = {"messageId": mid} if chunked else {"messageId": mid, "role": "reasoning"}
         reopen = _tagged(reopen, event)
         close = _tagged({"type": "REASONING_MESSAGE_END", "messageId": mid}, event)
-        key = ("reasoning_message", mid)
         reopen_type = "REASONING_MESSAGE_CHUNK" if chunked else etype
     elif etype == "REASONING_START":
         mid = event["messageId"]
         reopen = _tagged({"messageId": mid}, event)
         close = _tagged({"type": "REASONING_END", "messageId": mid}, event)
-        key, reopen_type = ("reasoning", mid), etype
     elif etype == "STEP_STARTED":
         name = event["stepName"]
         reopen = _tagged({"stepName": name}, event)
         close = _tagged({"type": "STEP_FINISHED", "stepName": name}, event)
-        key, reopen_type = ("step", tag, name), etype
-    elif etype == "SUBAGENT_STARTED":
-        srid = event["subagentRunId"]
+    else:  # SUBAGENT_STARTED
         reopen = _tagged(
             {"name": event["name"]},
             event,
@@ -106,12 +123,9 @@ def opener(event: Event, chunked: bool) -> tuple[Key, OpenConstruct] | None:
         )
         close = {
             "type": "SUBAGENT_ERROR",
-            "subagentRunId": srid,
+            "subagentRunId": event["subagentRunId"],
             "message": "The run ended before this subagent finished.",
         }
-        key, reopen_type = ("subagent", srid), etype
-    else:
-        return None
     return key, OpenConstruct({"type": reopen_type, **reopen}, close, tag, chunked)
 
 

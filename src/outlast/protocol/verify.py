@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Any, Dict, Literal, Optional  # noqa: UP035 (the models' spelling)
 
 from ag_ui.core import Event as AnyEvent
@@ -80,8 +81,12 @@ def _field_kind(info: FieldInfo) -> Kind | None:
         return None
     if ann in _PLAIN:
         return _PLAIN[ann], None
-    # Optional[Literal[...]] of strings (a message's role, say).
     args = typing.get_args(ann)
+    if typing.get_origin(ann) is typing.Union and str in args:
+        # A string or something richer (a tool result's content): a string is checked
+        # here, anything else by the model.
+        return (OPT_STR if type(None) in args else STR), None
+    # Optional[Literal[...]] of strings (a message's role, say).
     if typing.get_origin(ann) is typing.Union and len(args) == 2 and args[1] is type(None) \
             and typing.get_origin(args[0]) is Literal \
             and all(type(a) is str for a in typing.get_args(args[0])):
@@ -89,57 +94,77 @@ def _field_kind(info: FieldInfo) -> Kind | None:
     return None
 
 
-Flat = tuple[dict[str, Kind], frozenset[str]]
+@dataclass(frozen=True, slots=True)
+class Flat:
+    """What the fast path checks of one flat model, by wire key."""
+
+    keys: frozenset[str]  # every wire key the model has
+    strings: tuple[str, ...]  # required strings: the common case, checked first
+    others: dict[str, Kind]  # every other field's kind
+    required: tuple[str, ...]  # required fields that are not strings
 
 
 def _flat(model: type[BaseModel]) -> Flat | None:
-    """A flat model's kinds by wire key and its required keys; None if not flat."""
-    kinds: dict[str, Kind] = {}
-    required = set()
+    """A flat model's checks; None if some field is more than the fast path checks."""
+    strings: list[str] = []
+    others: dict[str, Kind] = {}
+    required: list[str] = []
     for name, info in model.model_fields.items():
         key = info.alias or name
-        kind = (ANY, None) if name == "type" else _field_kind(info)  # found by its value
+        if name == "type":  # the caller found the model by this very value
+            continue
+        kind = _field_kind(info)
         if kind is None:
             return None
-        kinds[key] = kind
+        if kind[0] == STR:
+            strings.append(key)
+            continue
+        others[key] = kind
         if info.is_required():
-            required.add(key)
-    return kinds, frozenset(required)
+            required.append(key)
+    return Flat(frozenset(["type", *strings, *others]), tuple(strings), others,
+                tuple(required))
 
 
 FLAT = {etype: flat for etype, model in MODELS.items() if (flat := _flat(model)) is not None}
 """The event types whose schema the fast path checks, by wire ``type``."""
 
 
+def _kind_ok(kind: int, extra: Any, value: Any) -> bool:
+    if kind == STR:
+        return type(value) is str
+    if kind == ANY:
+        return True
+    if kind == DICT:
+        return type(value) is dict and all(type(k) is str for k in value)
+    if value is None:  # every other kind is optional
+        return True
+    if kind == OPT_STR:
+        return type(value) is str
+    if kind == OPT_INT:
+        return type(value) is int and extra[0] <= value <= extra[1]
+    if kind == OPT_BOOL:
+        return type(value) is bool
+    if kind == OPT_LITERAL:
+        return type(value) is str and value in extra
+    return type(value) is dict and all(type(k) is str for k in value)  # OPT_DICT
+
+
 def flat_ok(flat: Flat, event: Event) -> bool:
     """True if ``event`` fits the flat model's fields; False means "ask the model"."""
-    kinds, required = flat
-    for key, value in event.items():
-        found = kinds.get(key)
-        if found is None:
+    if not flat.keys.issuperset(event):
+        return False  # a key the model has no wire name for (or a snake_case one)
+    for key in flat.strings:
+        if type(event.get(key)) is not str:
             return False
-        kind, extra = found
-        if kind == STR:
-            ok = type(value) is str
-        elif kind == ANY:
-            ok = True
-        elif kind == DICT:
-            ok = type(value) is dict and all(type(k) is str for k in value)
-        elif value is None:  # every other kind is optional
-            ok = True
-        elif kind == OPT_STR:
-            ok = type(value) is str
-        elif kind == OPT_INT:
-            ok = type(value) is int and extra[0] <= value <= extra[1]
-        elif kind == OPT_BOOL:
-            ok = type(value) is bool
-        elif kind == OPT_LITERAL:
-            ok = type(value) is str and value in extra
-        else:  # OPT_DICT
-            ok = type(value) is dict and all(type(k) is str for k in value)
-        if not ok:
-            return False
-    return all(k in event for k in required)
+    if len(event) > len(flat.strings) + 1:  # more than the type and the strings
+        others = flat.others
+        for key, value in event.items():
+            found = others.get(key)
+            if found is not None and not _kind_ok(found[0], found[1], value):
+                return False
+    return all(key in event for key in flat.required)
+
 
 # Events that continue an open construct, and the construct kind they need open.
 _CONTINUES = {
@@ -185,9 +210,8 @@ def _check_one(event: Event, open_keys: AbstractSet[constructs.Key],
     """One explicit (non-chunk) event against the open constructs. Returns the key it
     opens and the key it closes (either may be None); changes nothing."""
     etype = event["type"]
-    found = constructs.opener(event, False)
-    if found is not None:
-        key = found[0]
+    key = constructs.opener_key(event)
+    if key is not None:
         if key in open_keys:
             raise ProtocolViolation(
                 f"{_NAMES[str(key[0])]} {key[-1]!r} is already open: a second start needs "
@@ -210,9 +234,19 @@ def _check_one(event: Event, open_keys: AbstractSet[constructs.Key],
     return None, None
 
 
+# Most of what an agent emits is a delta to an open text message, tool call or reasoning
+# message: the kind of construct it needs open and the field naming it.
+_DELTAS = {"TEXT_MESSAGE_CONTENT": ("text", "messageId"), "TOOL_CALL_ARGS": ("tool", "toolCallId"),
+           "REASONING_MESSAGE_CONTENT": ("reasoning_message", "messageId")}
+
+
 def check_order(event: Event, fold: ThreadFold) -> None:
     """The event may follow what ``fold`` holds (its open constructs, its tool calls)."""
     etype = event["type"]
+    delta = _DELTAS.get(etype)
+    if delta is not None and (delta[0], event[delta[1]]) in fold.open_keys \
+            and not fold.chunk_lanes_open:
+        return  # the common case, decided as _check_one would
     if etype in RESERVED:
         raise ProtocolViolation("agents do not emit run lifecycle events; the engine starts "
                                 "and ends every run", etype)
