@@ -137,11 +137,11 @@ class RunExecution:
         if self.violation is not None:
             raise self.violation  # the run is failing: nothing more from this agent
         try:
-            if isinstance(event, AGUI_MODELS):
-                data: dict[str, Any] = event.model_dump(mode="json", by_alias=True)
-            elif isinstance(event, dict):
-                data = dict(event)
+            if isinstance(event, dict):  # first: the common case, and a cheap test
+                data: dict[str, Any] = dict(event)
                 check_schema(data)
+            elif isinstance(event, AGUI_MODELS):
+                data = event.model_dump(mode="json", by_alias=True)
             else:
                 raise ProtocolViolation("an event is an ag_ui.core event model or a dict",
                                         type(event).__name__)

@@ -163,7 +163,10 @@ def flat_ok(flat: Flat, event: Event) -> bool:
             found = others.get(key)
             if found is not None and not _kind_ok(found[0], found[1], value):
                 return False
-    return all(key in event for key in flat.required)
+    for key in flat.required:
+        if key not in event:
+            return False
+    return True
 
 
 # Events that continue an open construct, and the construct kind they need open.
