@@ -132,6 +132,27 @@ def spread(values: Sequence[float]) -> tuple[float, float]:
     return min(values), max(values)
 
 
+def paired(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    """Two series measured turn by turn: the ratio of their medians and each turn's."""
+    return {"ratio": median(a) / median(b),
+            "pair_ratios": [x / y for x, y in zip(a, b, strict=True)]}
+
+
+def paired_row(label: str, r: dict[str, Any], a: str, b: str,
+               target: float) -> tuple[str, ...]:
+    """A table row of ``paired`` series ``r[a]`` against ``r[b]``: medians with their
+    ranges, the ratio with the range of the turns' ratios, and whether it meets
+    ``target``."""
+    lo, hi = spread(r[a])
+    blo, bhi = spread(r[b])
+    plo, phi = spread(r["pair_ratios"])
+    return (label, f"{r['events']:,}", str(r["reps"]),
+            f"{fmt(median(r[a]))} ({fmt(lo)}-{fmt(hi)})",
+            f"{fmt(median(r[b]))} ({fmt(blo)}-{fmt(bhi)})",
+            f"{r['ratio']:.2f} (pairs {plo:.2f}-{phi:.2f})",
+            "yes" if r["ratio"] >= target else "NO")
+
+
 def machine() -> str:
     """Cores, CPU model and Python, for the report."""
     model = ""

@@ -1,6 +1,6 @@
 """Run every benchmark, each in its own process, and print their tables and a summary.
 
-    python bench/run_all.py            # the full run (half an hour on 2 cores: the soak)
+    python bench/run_all.py            # the full run (about 20 minutes on 2 cores)
     python bench/run_all.py --quick    # a short smoke run (a few minutes)
     python bench/run_all.py --markdown # also print the tables as Markdown
     python bench/run_all.py --plots docs/perf  # also write the charts of soak and reattach

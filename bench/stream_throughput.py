@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.agents import bench_input
-from bench.common import Server, client, fmt, median, parser, read_stream, report, spread
+from bench.common import Server, client, paired, paired_row, parser, read_stream, report
 
 TARGET = 0.8
 
@@ -49,21 +49,12 @@ async def measure(url: str, events: int, reps: int, yield_every: int) -> dict[st
                 (durable if path == "/agents/bench" else baseline).append(rate)
     if len(frames) != 1:
         raise RuntimeError(f"durable and baseline streams differ in length: {frames}")
-    ratio = median(durable) / median(baseline)
     return {"events": frames.pop(), "reps": reps, "yield_every": yield_every,
-            "durable": durable, "baseline": baseline, "ratio": ratio,
-            "pair_ratios": [d / b for d, b in zip(durable, baseline, strict=True)]}
+            "durable": durable, "baseline": baseline, **paired(durable, baseline)}
 
 
 def row(label: str, r: dict[str, Any]) -> tuple[str, ...]:
-    lo, hi = spread(r["durable"])
-    blo, bhi = spread(r["baseline"])
-    plo, phi = spread(r["pair_ratios"])
-    return (label, f"{r['events']:,}", str(r["reps"]),
-            f"{fmt(median(r['durable']))} ({fmt(lo)}-{fmt(hi)})",
-            f"{fmt(median(r['baseline']))} ({fmt(blo)}-{fmt(bhi)})",
-            f"{r['ratio']:.2f} (pairs {plo:.2f}-{phi:.2f})",
-            "yes" if r["ratio"] >= TARGET else "NO")
+    return paired_row(label, r, "durable", "baseline", TARGET)
 
 
 async def main_async(quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]]:

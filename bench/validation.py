@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import Server, client, fmt, median, parser, report, spread
+from bench.common import Server, client, paired, paired_row, parser, report
 from bench.stream_throughput import one
 
 TARGET = 0.9
@@ -43,20 +43,11 @@ async def measure(url: str, events: int, reps: int, yield_every: int) -> dict[st
     if len(frames) != 1:
         raise RuntimeError(f"the streams differ in length: {frames}")
     return {"events": frames.pop(), "reps": reps, "yield_every": yield_every,
-            "on": rates["on"], "off": rates["off"],
-            "ratio": median(rates["on"]) / median(rates["off"]),
-            "pair_ratios": [a / b for a, b in zip(rates["on"], rates["off"], strict=True)]}
+            "on": rates["on"], "off": rates["off"], **paired(rates["on"], rates["off"])}
 
 
 def row(label: str, r: dict[str, Any]) -> tuple[str, ...]:
-    lo, hi = spread(r["on"])
-    olo, ohi = spread(r["off"])
-    plo, phi = spread(r["pair_ratios"])
-    return (label, f"{r['events']:,}", str(r["reps"]),
-            f"{fmt(median(r['on']))} ({fmt(lo)}-{fmt(hi)})",
-            f"{fmt(median(r['off']))} ({fmt(olo)}-{fmt(ohi)})",
-            f"{r['ratio']:.2f} (pairs {plo:.2f}-{phi:.2f})",
-            "yes" if r["ratio"] >= TARGET else "NO")
+    return paired_row(label, r, "on", "off", TARGET)
 
 
 async def main_async(quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]]:
