@@ -81,9 +81,9 @@ class RunFeed:
             # A subscriber at the live edge: nothing newer unless another process's hint
             # moved last_seq past what this process published.
             return [] if after >= self.last_seq else None
-        start = after + 1 - self.cache[0].seq
-        end = min(len(self.cache), start + limit)
-        return [self.cache[i] for i in range(start, end)]
+        start = after + 1 - cache[0].seq
+        end = min(len(cache), start + limit)
+        return [cache[i] for i in range(start, end)]
 
     async def wait(self, after: int, seconds: float | None = None) -> None:
         """Return when the feed moves past ``after``, turns final, or after ``seconds``

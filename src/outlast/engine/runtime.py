@@ -485,7 +485,7 @@ class Engine(EdgeReads):
             return  # one process per store: the writer already published in-process
         for write in writes:
             if write.events or write.finish is not None:
-                last = write.events[-1][0] if write.events else write.prev_seq
+                last = write.events[-1].seq if write.events else write.prev_seq
                 task = asyncio.ensure_future(self.store.notify(
                     EventsCommitted(write.rid, last, write.finish is not None)))
                 self._notifications.add(task)

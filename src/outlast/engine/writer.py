@@ -34,6 +34,8 @@ MIN_BACKLOG = 50
 def backlog_share(writing: int) -> int:
     """How many queued events each of ``writing`` runs may hold."""
     return max(MIN_BACKLOG, BACKLOG // max(1, writing))
+
+
 COMMIT_EVENTS = 1000
 """About how many events one commit takes, shared fairly among the runs writing."""
 MIN_SHARE = 64

@@ -169,13 +169,10 @@ def flat_ok(flat: Flat, event: Event) -> bool:
     return True
 
 
-# Events that continue an open construct, and the construct kind they need open.
-_CONTINUES = {
-    "TEXT_MESSAGE_CONTENT": "text",
-    "TOOL_CALL_ARGS": "tool",
-    "REASONING_MESSAGE_CONTENT": "reasoning_message",
-    **constructs.CLOSERS,
-}
+# The deltas (most of what an agent emits): the kind of construct each needs open and
+# the field naming it.
+_DELTAS = {"TEXT_MESSAGE_CONTENT": ("text", "messageId"), "TOOL_CALL_ARGS": ("tool", "toolCallId"),
+           "REASONING_MESSAGE_CONTENT": ("reasoning_message", "messageId")}
 _NAMES = {"text": "text message", "tool": "tool call", "reasoning_message": "reasoning message",
           "reasoning": "reasoning phase", "step": "step", "subagent": "subagent"}
 
@@ -198,14 +195,14 @@ def check_schema(event: Event) -> None:
 
 
 def _continued_key(event: Event) -> constructs.Key | None:
-    kind = _CONTINUES.get(event["type"])
-    if kind is None:
-        return None
-    if kind == "text" or kind == "reasoning_message":
-        return (kind, event["messageId"])
-    if kind == "tool":
-        return ("tool", event["toolCallId"])
-    return constructs.closer_key(event)
+    """The key of the open construct a delta or an end continues; else None."""
+    etype = event["type"]
+    delta = _DELTAS.get(etype)
+    if delta is not None:
+        return (delta[0], event[delta[1]])
+    if etype in constructs.CLOSERS:
+        return constructs.closer_key(event)
+    return None
 
 
 def _check_one(event: Event, open_keys: AbstractSet[constructs.Key],
@@ -237,12 +234,6 @@ def _check_one(event: Event, open_keys: AbstractSet[constructs.Key],
     return None, None
 
 
-# Most of what an agent emits is a delta to an open text message, tool call or reasoning
-# message: the kind of construct it needs open and the field naming it.
-_DELTAS = {"TEXT_MESSAGE_CONTENT": ("text", "messageId"), "TOOL_CALL_ARGS": ("tool", "toolCallId"),
-           "REASONING_MESSAGE_CONTENT": ("reasoning_message", "messageId")}
-
-
 def check_order(event: Event, fold: ThreadFold) -> None:
     """The event may follow what ``fold`` holds (its open constructs, its tool calls)."""
     etype = event["type"]
@@ -269,9 +260,3 @@ def check_order(event: Event, fold: ThreadFold) -> None:
             open_keys.add(opened)
         if closed is not None:
             open_keys.discard(closed)
-
-
-def check(event: Event, fold: ThreadFold) -> None:
-    """Both checks; raises ``ProtocolViolation`` for the first broken rule."""
-    check_schema(event)
-    check_order(event, fold)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 
-from outlast.store.base import WebhookRecord, WebhookWrite
+from outlast.store.base import WebhookRecord
 from outlast.store.sqlconn import Conn
-from outlast.store.sqlwrite import webhook_rows
 
 
 class WebhooksSql:
@@ -20,12 +18,6 @@ class WebhooksSql:
 
     def _read(self) -> AbstractAsyncContextManager[Conn]:
         raise NotImplementedError
-
-    @staticmethod
-    async def _insert_webhooks(c: Conn, rid: int, webhooks: Sequence[WebhookWrite],
-                               now: float) -> None:
-        if webhooks:
-            await c.many("webhook_insert", webhook_rows(rid, webhooks, now))
 
     async def webhook_claim(self, instance: str, lease_until: float,
                             limit: int) -> list[WebhookRecord]:

@@ -52,7 +52,7 @@ from outlast.store.sql import Query, load_queries, migrations
 from outlast.store.sql_retention import RetentionSql
 from outlast.store.sql_webhooks import WebhooksSql
 from outlast.store.sqlconn import Conn, Row, UniqueViolation
-from outlast.store.sqlwrite import write_batch
+from outlast.store.sqlwrite import insert_webhooks, write_batch
 
 T = TypeVar("T")
 Body = Callable[[Conn], Coroutine[Any, Any, T]]
@@ -402,7 +402,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                               last_seq=len(events))
             if row is None:
                 return False
-            await self._insert_webhooks(c, rid, webhooks, now)
+            await insert_webhooks(c, rid, webhooks, now)
             await c.many("event_insert", [
                 {"rid": rid, "seq": i + 1, "boundary": 1, "body": body}
                 for i, body in enumerate(events)

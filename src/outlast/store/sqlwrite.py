@@ -10,17 +10,19 @@ for every row an ``executemany`` steps.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from outlast.protocol.jsonutil import dumps
 from outlast.store.records import RunWrite, WebhookWrite
 from outlast.store.sqlconn import Conn
 
 
-def webhook_rows(rid: int, webhooks: Sequence[WebhookWrite], now: float) -> list[dict[str, Any]]:
-    """The outbox rows of a run's webhooks."""
-    return [{"rid": rid, "id": h.id, "url": h.url, "type": h.type, "body": h.body,
-             "now": now, "expires_at": h.expires_at} for h in webhooks]
+async def insert_webhooks(c: Conn, rid: int, webhooks: Sequence[WebhookWrite],
+                          now: float) -> None:
+    """A run's webhooks into the outbox (G12: in the transaction that owes them)."""
+    if webhooks:
+        await c.many("webhook_insert", [
+            {"rid": rid, "id": h.id, "url": h.url, "type": h.type, "body": h.body,
+             "now": now, "expires_at": h.expires_at} for h in webhooks])
 
 
 async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
@@ -81,6 +83,5 @@ async def _write_finish(c: Conn, w: RunWrite, now: float) -> None:
                 outcome=None if f.outcome is None else dumps(f.outcome),
                 error=None if f.error is None else dumps(f.error), now=now)
     # G12: the notification is owed exactly when the end commits.
-    if f.webhooks:
-        await c.many("webhook_insert", webhook_rows(w.rid, f.webhooks, now))
+    await insert_webhooks(c, w.rid, f.webhooks, now)
     await c.run("thread_refresh_status", tid=w.tid, now=now)
