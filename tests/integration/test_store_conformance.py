@@ -551,6 +551,33 @@ async def test_the_construct_index_answers_what_is_open_at_any_seq(store: SqlSto
     assert json.loads(body)["reopen"] == {"type": "TEXT_MESSAGE_START", "messageId": "m"}
 
 
+async def test_one_commit_closes_constructs_of_many_runs_each_its_own(store: SqlStore) -> None:
+    """Many runs in one commit, all using the same construct keys (keys are per run): a
+    close reaches only its own run's open row; the runs that close nothing keep theirs
+    open; a key opened twice in the commit is two rows, each closed by its next close."""
+    runs = [await admit_running(store, f"t{i}", f"r{i}") for i in range(12)]
+    text = ('["text","m"]', '{"reopen":{"type":"TEXT_MESSAGE_START","messageId":"m"},'
+            '"close":{"type":"TEXT_MESSAGE_END","messageId":"m"},"lane":null,"chunked":false}')
+
+    def write(run: RunRecord, prev: int, n: int,
+              constructs: list[tuple[int, int, str, str | None]]) -> RunWrite:
+        return RunWrite(rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A",
+                        prev_seq=prev, events=events_for(run, prev + 1, n),
+                        constructs=constructs)
+
+    assert await store.write([write(r, 0, 2, [(2, 0, *text)]) for r in runs]) == set()
+    # Even runs close m at 3, open it again at 4 and close it at 5; odd runs only
+    # write content, in the same commit.
+    second = [write(r, 2, 3, [(3, 0, text[0], None), (4, 0, *text), (5, 0, text[0], None)]
+                    if i % 2 == 0 else []) for i, r in enumerate(runs)]
+    assert await store.write(second) == set()
+    for i, run in enumerate(runs):
+        open_at = {after: len(await store.open_constructs(run.rid, after))
+                   for after in (2, 3, 4, 5)}
+        assert open_at == ({2: 1, 3: 0, 4: 1, 5: 0} if i % 2 == 0 else
+                           {2: 1, 3: 1, 4: 1, 5: 1}), (i, open_at)
+
+
 async def test_frames_pages_are_the_events_encoded_in_order(store: SqlStore) -> None:
     run = await admit_running(store)
     await append(store, run, 25)

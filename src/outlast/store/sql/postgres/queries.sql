@@ -196,15 +196,18 @@ FROM jsonb_array_elements(:rows::jsonb) AS x;
 -- name: constructs_close_batch
 -- Close the constructs a commit's events closed: :rows is a JSON array of
 -- [rid, seq, ckey]. Each open row takes the first close of its key after it opened
--- (a key reused later in the same commit is another row).
-WITH b AS (
-    SELECT (x->>0)::bigint AS rid, (x->>1)::bigint AS seq, x->>2 AS ckey
-    FROM jsonb_array_elements(:rows::jsonb) AS x)
-UPDATE constructs SET closed_seq = (
-    SELECT MIN(b.seq) FROM b
-    WHERE b.rid = constructs.rid AND b.ckey = constructs.ckey
-      AND b.seq > constructs.opened_seq)
-WHERE closed_seq IS NULL AND (rid, ckey) IN (SELECT rid, ckey FROM b);
+-- (a key reused later in the same commit is another row). Driven by the rows, each
+-- looked up in the open-constructs index: a commit with a close for each of many
+-- runs costs linear time (a correlated subquery over the array cost quadratic).
+UPDATE constructs SET closed_seq = b.seq
+FROM (SELECT c.rid, c.opened_seq, c.ord, MIN((x->>1)::bigint) AS seq
+      FROM jsonb_array_elements(:rows::jsonb) AS x
+      JOIN constructs AS c
+        ON c.rid = (x->>0)::bigint AND c.ckey = x->>2
+       AND c.closed_seq IS NULL AND c.opened_seq < (x->>1)::bigint
+      GROUP BY c.rid, c.opened_seq, c.ord) AS b
+WHERE constructs.rid = b.rid AND constructs.opened_seq = b.opened_seq
+  AND constructs.ord = b.ord;
 
 -- name: messages_delete_batch
 -- Drop messages of snapshots: :rows is a JSON array of [tid, id].

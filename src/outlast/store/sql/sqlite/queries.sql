@@ -152,13 +152,19 @@ SELECT value->>0, value->>1, value->>2, value->>3, value->>4 FROM json_each(:row
 -- name: constructs_close_batch
 -- Close the constructs a commit's events closed: :rows is a JSON array of
 -- [rid, seq, ckey]. Each open row takes the first close of its key after it opened
--- (a key reused later in the same commit is another row).
-UPDATE constructs SET closed_seq = (
-    SELECT MIN(value->>1) FROM json_each(:rows)
-    WHERE value->>0 = constructs.rid AND value->>2 = constructs.ckey
-      AND value->>1 > constructs.opened_seq)
-WHERE closed_seq IS NULL
-  AND (rid, ckey) IN (SELECT value->>0, value->>2 FROM json_each(:rows));
+-- (a key reused later in the same commit is another row). Driven by the rows, each
+-- looked up in the open-constructs index: a commit with a close for each of many
+-- runs costs linear time (a correlated subquery over the array cost quadratic).
+UPDATE constructs SET closed_seq = b.seq
+FROM (SELECT c.rid AS rid, c.opened_seq AS opened_seq, c.ord AS ord,
+             MIN(j.value->>1) AS seq
+      FROM json_each(:rows) AS j
+      JOIN constructs AS c INDEXED BY constructs_open
+        ON c.rid = j.value->>0 AND c.ckey = j.value->>2
+       AND c.closed_seq IS NULL AND c.opened_seq < j.value->>1
+      GROUP BY c.rid, c.opened_seq, c.ord) AS b
+WHERE constructs.rid = b.rid AND constructs.opened_seq = b.opened_seq
+  AND constructs.ord = b.ord;
 
 -- name: messages_delete_batch
 -- Drop messages of snapshots: :rows is a JSON array of [tid, id].
