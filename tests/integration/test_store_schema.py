@@ -151,3 +151,59 @@ async def test_an_existing_version_1_sqlite_file_is_brought_up_to_date(tmp_path:
         await store.close()
     assert sqlite_schema(path)["indexes"]["interrupts_continuation"] == \
         ("interrupts", ("continuation_rid",), False, False)
+
+
+async def test_a_version_6_sqlite_log_moves_to_append_order_whole(tmp_path: Path) -> None:
+    """Version 7 moves the log out of the table clustered by (rid, seq): every event,
+    its boundary flag and its order survive, and reads by run still use the key."""
+    from outlast.store.sql import migrations
+
+    path = tmp_path / "outlast.db"
+    con = sqlite3.connect(path)
+    for _, script in migrations("sqlite")[:6]:
+        con.executescript(script)
+    con.executescript("""
+        CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
+            applied_at REAL NOT NULL DEFAULT (julianday('now')));
+        INSERT INTO schema_migrations (version) VALUES (1), (2), (3), (4), (5), (6);
+    """)
+    assert con.execute("SELECT sql FROM sqlite_master WHERE name = 'events'"
+                       ).fetchone()[0].rstrip().endswith("WITHOUT ROWID")
+    con.execute("INSERT INTO threads (owner, id, created_at, updated_at) "
+                "VALUES ('o', 't', 1, 1)")
+    for rid in (1, 2):
+        con.execute(
+            "INSERT INTO runs (rid, owner, id, tid, thread_id, agent, status, "
+            "idempotency_key, fingerprint, input, options, created_at) "
+            "VALUES (?, 'o', ?, 1, 't', 'demo', 'succeeded', ?, 'f', '{}', '{}', 1)",
+            (rid, f"r{rid}", f"r{rid}"))
+    # Interleaved, as runs streaming at once append them.
+    rows = [(rid, seq, int(seq % 5 == 0), f'{{"n":{rid * 1000 + seq}}}')
+            for seq in range(1, 41) for rid in (2, 1)]
+    con.executemany("INSERT INTO events (rid, seq, boundary, body) VALUES (?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        for rid in (1, 2):
+            events = await store.read_events(rid, 0, 100)
+            assert [(e.seq, e.boundary, e.body) for e in events] == \
+                [(s, bool(b), body) for r, s, b, body in sorted(rows) if r == rid]
+            assert await store.last_boundary(rid, 37) == 35
+    finally:
+        await store.close()
+    con = sqlite3.connect(path)
+    try:
+        assert "WITHOUT ROWID" not in con.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+        plan = " ".join(r[3] for r in con.execute(
+            "EXPLAIN QUERY PLAN SELECT body FROM events WHERE rid = 1 AND seq > 3 "
+            "ORDER BY seq"))
+        assert "sqlite_autoindex_events_1" in plan, plan
+        assert con.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] == 7
+    finally:
+        con.close()
+    assert sqlite_schema(path)["indexes"]["events_boundaries"] == \
+        ("events", ("rid", "seq"), False, True)
