@@ -645,6 +645,14 @@ async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
     with pytest.raises(ThreadNotFound):
         await store.get_snapshot(run.tid + 1000)
 
+    # Messages by id: only those asked for that the thread holds, only to its owner.
+    found = await store.thread_messages(OWNER, "t1", ["m3", "m2", "nope", "m1"])
+    assert sorted((m["id"], m["content"]) for m in found) == [("m1", "ONE"),
+                                                              ("m3", "between")]
+    assert await store.thread_messages(OWNER, "t1", []) == []
+    assert await store.thread_messages("someone-else", "t1", ["m1"]) == []
+    assert await store.thread_messages(OWNER, "no-such-thread", ["m1"]) == []
+
 
 async def test_finishing_ends_the_run_and_frees_the_thread(store: SqlStore) -> None:
     run = await admit_running(store)

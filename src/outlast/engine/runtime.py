@@ -283,8 +283,9 @@ class Engine(EdgeReads):
         messages is fine. A retry of an admitted run is left to admission (G3)."""
         if not messages:
             return
-        view = await self.store.thread_view(owner, thread_id)
-        ids = [] if view is None else diverged(view.snapshot.messages, messages)
+        # Only the resent messages: a long thread's whole history is not read per run.
+        resent = [m["id"] for m in messages if isinstance(m.get("id"), str)]
+        ids = diverged(await self.store.thread_messages(owner, thread_id, resent), messages)
         if ids and await self.store.get_run(owner, run_id) is None:
             raise HistoryDiverged(
                 f"message {ids[0]!r} differs from the thread's message with that id; the "

@@ -263,6 +263,14 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                     for r in await c.all("runs_active_for_thread", tid=tid)],
         )
 
+    async def thread_messages(self, owner: str, thread_id: str,
+                              ids: list[str]) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        rows = await self._read_all("messages_by_id", owner=owner, thread_id=thread_id,
+                                    ids=dumps(ids))
+        return [json.loads(r["body"]) for r in rows]
+
     async def _snapshot(self, c: Conn, tid: int) -> Snapshot:
         thread = await c.one("thread_get_tid", tid=tid)
         rows = await c.all("messages_list", tid=tid)

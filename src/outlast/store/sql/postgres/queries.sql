@@ -235,3 +235,10 @@ FROM (SELECT (x->>0)::bigint AS tid, x->>1 AS state, x->>2 AS session_state,
              x->>3 AS as_of_run, (x->>4)::bigint AS as_of_seq
       FROM jsonb_array_elements(:rows::jsonb) AS x) AS b
 WHERE threads.tid = b.tid;
+
+-- name: messages_by_id
+-- The thread's messages with the ids of :ids (a JSON array of strings), by key: an
+-- input that resends a few messages of a long thread is checked against those alone.
+SELECT m.body FROM messages AS m JOIN threads AS t ON t.tid = m.tid
+WHERE t.owner = :owner AND t.id = :thread_id
+  AND m.id IN (SELECT jsonb_array_elements_text(:ids::jsonb));

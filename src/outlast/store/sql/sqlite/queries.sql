@@ -190,3 +190,10 @@ FROM (SELECT value->>0 AS tid, value->>1 AS state, value->>2 AS session_state,
              value->>3 AS as_of_run, value->>4 AS as_of_seq
       FROM json_each(:rows)) AS b
 WHERE threads.tid = b.tid;
+
+-- name: messages_by_id
+-- The thread's messages with the ids of :ids (a JSON array of strings), by key: an
+-- input that resends a few messages of a long thread is checked against those alone.
+SELECT m.body FROM messages AS m JOIN threads AS t ON t.tid = m.tid
+WHERE t.owner = :owner AND t.id = :thread_id
+  AND m.id IN (SELECT value FROM json_each(:ids));
