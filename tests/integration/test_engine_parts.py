@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from outlast.engine.hub import Hub
 from outlast.engine.runtime import Engine, RunOptions
 from outlast.engine.trim import malloc_trim
 from outlast.engine.writer import BACKLOG, MIN_BACKLOG, Writer
-from outlast.store.base import FINAL, RunRecord, RunWrite
+from outlast.store.base import FINAL, AdmitRequest, RunRecord, RunWrite
 from outlast.store.sqlite import SQLiteStore
 from tests.support.scripted_agent import ScriptedAgent
 
@@ -126,6 +127,55 @@ async def test_effects_are_journaled_once_per_key(engine: Engine) -> None:
     run = await final(engine, admitted.run)
     record = await engine.store.effect_get(run.rid, "step-1")
     assert record is not None and record.status == "completed" and record.result == {"step": 1}
+
+
+async def test_admission_commits_the_runs_first_event_before_it_returns(
+        engine: Engine) -> None:
+    """A run started at admission has RUN_STARTED (and the snapshot with its input)
+    committed by the time admit returns: the request's stream starts from the log.
+    Admitted right after start, while the pump's first claim holds all the room: the
+    admission waits for that claim instead of queueing its run behind the next one."""
+    admitted = await engine.admit("alice", "steps", body("t5", "r5", steps=0, wait=True),
+                                  RunOptions())
+    assert admitted.run.status == "running" and admitted.run.last_seq == 1
+    [started] = await log(engine, admitted.run)  # the agent emits nothing before its gate
+    assert started["type"] == "RUN_STARTED"
+    assert [m["id"] for m in started["input"]["messages"]] == ["u-r5"]
+    view = await engine.store.thread_view("alice", "t5")
+    assert view is not None and [m["id"] for m in view.snapshot.messages] == ["u-r5"]
+    agent = engine.agents["steps"]
+    assert isinstance(agent, Steps)
+    agent.gate.set()
+    run = await final(engine, admitted.run)
+    assert [e["type"] for e in await log(engine, run)] == ["RUN_STARTED", "RUN_FINISHED"]
+
+
+async def test_a_run_claimed_without_a_start_gets_run_started_from_its_execution(
+        tmp_path: Path) -> None:
+    """A running run with nothing logged (claimed before claims started runs, by a
+    process that died) is taken over and started by the execution, not resumed."""
+    engine = Engine(Settings(data_dir=tmp_path, lease_ttl=5.0, crash_policy="resume"),
+                    SQLiteStore(tmp_path / "o.db"), {"steps": Steps()})
+    await engine.start()
+    try:
+        await engine.store.admit(AdmitRequest(
+            owner="alice", thread_id="t6", run_id="r6", agent="steps", key="r6",
+            fingerprint="f", input_json=json.dumps(body("t6", "r6", steps=1)),
+            options_json="{}", strategy="reject", resume=[], has_new_input=True,
+            title=None, now=time.time(), claim_instance="gone", claim_ttl=-1.0,
+            claim_limit=1))
+        engine.wake()  # the pump takes the expired lease over
+        run = await final(engine, await engine.run("alice", "r6"))
+        events = await log(engine, run)
+        view = await engine.store.thread_view("alice", "t6")
+    finally:
+        await engine.stop()
+    assert run.status == "succeeded" and run.attempts == 2
+    assert [e["type"] for e in events].count("RUN_STARTED") == 1
+    assert events[0]["type"] == "RUN_STARTED"
+    assert [m["id"] for m in events[0]["input"]["messages"]] == ["u-r6"]
+    assert not any(e.get("name") == "outlast.resumed" for e in events)
+    assert view is not None and view.snapshot.messages[0]["id"] == "u-r6"
 
 
 async def test_the_writer_publishes_only_what_it_committed(tmp_path: Path) -> None:

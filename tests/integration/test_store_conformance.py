@@ -376,6 +376,84 @@ async def test_admission_can_start_the_run_it_creates_in_the_same_transaction(
     assert thread is not None and thread.status == "busy"
 
 
+def with_messages(req: AdmitRequest, *messages: dict[str, Any]) -> AdmitRequest:
+    body = {"threadId": req.thread_id, "runId": req.run_id, "messages": list(messages)}
+    return replace(req, input_json=json.dumps(body), has_new_input=bool(messages))
+
+
+async def test_a_claim_that_starts_commits_run_started_and_the_snapshot_with_it(
+        store: SqlStore) -> None:
+    """claim_queued(start=True) and admission with claim_start commit each run's
+    RUN_STARTED as seq 1, echoing only the input's messages the thread does not hold,
+    with the thread's snapshot as of it (those messages after the thread's last)."""
+    hello = {"id": "u1", "role": "user", "content": "hello", "subagentRunId": None}
+    first = await store.admit(replace(
+        with_messages(request("ta", "a1"), hello),
+        claim_instance="A", claim_ttl=TTL, claim_limit=1, claim_start=True))
+    [run] = first.claimed
+    assert run.last_seq == 1 and first.run.last_seq == 1
+    [event] = await store.read_events(run.rid, 0, 10)
+    started = json.loads(event.body)
+    assert (event.seq, event.boundary) == (1, True)
+    assert {k: v for k, v in started.items() if k != "timestamp"} == {
+        "type": "RUN_STARTED", "threadId": "ta", "runId": "a1", "protocolVersion": "1.0",
+        "input": {"threadId": "ta", "runId": "a1", "messages": [hello]}}
+    assert isinstance(started["timestamp"], int)
+    snap = await store.get_snapshot(run.tid)
+    assert (snap.as_of_run, snap.as_of_seq) == ("a1", 1)
+    assert snap.messages == [{"id": "u1", "role": "user", "content": "hello"}]  # as folded
+    assert snap.positions == {"u1": 1.0}
+    # The claim holds the lease as of seq 1: a write that starts at seq 1 is fenced off.
+    assert await append(store, run, 1, prev=0) == {run.rid}
+    await finish(store, run)
+
+    # The next run resends the history: only what is new is echoed, placed last.
+    answer = {"id": "u2", "role": "user", "content": "more"}
+    queued = (await store.admit(with_messages(request("ta", "a2"), hello, answer, answer))).run
+    plain = (await store.admit(with_messages(request("tb", "b1"), answer))).run
+    assert queued.last_seq == 0
+    [second] = await store.claim_queued("A", TTL, 1, start=True)
+    assert second.rid == queued.rid and second.last_seq == 1
+    [event] = await store.read_events(second.rid, 0, 10)
+    assert json.loads(event.body)["input"]["messages"] == [answer]
+    snap = await store.get_snapshot(second.tid)
+    assert [m["id"] for m in snap.messages] == ["u1", "u2"] and snap.positions["u2"] > 1.0
+    assert (snap.as_of_run, snap.as_of_seq) == ("a2", 1)
+    # Without start, a claim leaves the log to its caller.
+    [bare] = await store.claim_queued("A", TTL, 1)
+    assert bare.rid == plain.rid and bare.last_seq == 0
+    assert await store.read_events(bare.rid, 0, 10) == []
+    assert (await store.get_snapshot(bare.tid)).messages == []
+
+
+async def test_a_claim_starts_only_a_run_that_will_be_at_a_boundary(store: SqlStore) -> None:
+    """A tool call awaiting its result (one the input carries, or one an interrupted
+    run left) means RUN_STARTED is no boundary: such a run is claimed, not started."""
+    call = {"id": "a1", "role": "assistant", "content": "",
+            "toolCalls": [{"id": "c1", "type": "function",
+                           "function": {"name": "f", "arguments": "{}"}}]}
+    result = {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "ok"}
+    asked = {"id": "u1", "role": "user", "content": "hi"}
+    await store.admit(with_messages(request("open", "o1"), asked, call))
+    await store.admit(with_messages(request("done", "d1"), asked, call, result))
+    await store.admit(with_messages(request("held", "h1"), asked))
+    claimed = {r.id: r for r in await store.claim_queued("A", TTL, 10, start=True)}
+    assert (claimed["o1"].last_seq, claimed["d1"].last_seq, claimed["h1"].last_seq) == \
+        (0, 1, 1)
+    assert await store.read_events(claimed["o1"].rid, 0, 10) == []
+    # An interrupted end leaves its thread unsettled for the continuation that follows.
+    await finish(store, claimed["h1"], "interrupted", interrupts=[interrupt("i1")])
+    resumed = (await store.admit(request(
+        "held", "h2", resume=[ResumeAnswer("i1", "resolved", None)], new_input=False))).run
+    [after] = await store.claim_queued("A", TTL, 10, start=True)
+    assert after.rid == resumed.rid and after.last_seq == 0
+    # A succeeded end at a boundary settles it: the next run starts with its claim.
+    await finish(store, claimed["d1"])
+    await store.admit(with_messages(request("done", "d2"), {**asked, "id": "u2"}))
+    [next_run] = await store.claim_queued("A", TTL, 10, start=True)
+    assert next_run.id == "d2" and next_run.last_seq == 1
+
+
 async def test_claim_queued_respects_the_limit(store: SqlStore) -> None:
     for i in range(3):
         await store.admit(request(f"t{i}", f"r{i}"))

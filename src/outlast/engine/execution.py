@@ -87,7 +87,9 @@ class RunExecution:
         self.run = run
         self.agent = agent
         self.crashed = crashed  # a takeover of an attempt that died
-        self.resumed = run.last_seq > 0
+        # A run its claim started (RUN_STARTED committed with the claim) has logged
+        # nothing of this agent's yet: only a takeover resumes what an attempt began.
+        self.resumed = crashed and run.last_seq > 0
         self.seq = run.last_seq
         self.cancel_reason: str | None = None
         self.violation: ProtocolViolation | None = None  # G11: the first rule the agent broke
@@ -226,15 +228,20 @@ class RunExecution:
         self._last_snapshot = time.monotonic()
         snap = self._snapshot_write(seq)
         self.services.writer.snapshot(self.channel, snap)
-        if settings.snapshot_hook is not None:
-            payload = {
-                "threadId": self.run.thread_id, "runId": self.run.id, "asOf": seq,
-                "messages": copy.deepcopy(self.fold.messages),
-                "state": copy.deepcopy(self.fold.state),
-            }
-            # The host's mirror learns of a snapshot only once it is committed (G2).
-            self.services.writer.after_commit(
-                self.channel, seq, lambda: self.services.on_snapshot(payload))
+        self._announce_snapshot(seq)
+
+    def _announce_snapshot(self, seq: int) -> None:
+        """Tell the host's snapshot hook, if any, of the snapshot as of ``seq`` once it
+        is committed (G2)."""
+        if self.services.settings.snapshot_hook is None:
+            return
+        payload = {
+            "threadId": self.run.thread_id, "runId": self.run.id, "asOf": seq,
+            "messages": copy.deepcopy(self.fold.messages),
+            "state": copy.deepcopy(self.fold.state),
+        }
+        self.services.writer.after_commit(
+            self.channel, seq, lambda: self.services.on_snapshot(payload))
 
     def _snapshot_write(self, seq: int) -> SnapshotWrite:
         changes = self.fold.take_changes()
@@ -402,9 +409,17 @@ class RunExecution:
         self.positions = dict(snap.positions)
         self.session_state = dict(snap.session_state)
         self._saved_session = dumps(self.session_state)
+        if not self.resumed and self.seq > 0:
+            # Started by its claim (``claim_queued(start=True)``): RUN_STARTED and the
+            # snapshot as of it are committed, and the fold above already holds them.
+            self._last_snapshot = time.monotonic()
+            self._announce_snapshot(self.seq)
+            return
         if not self.resumed:
-            # RUN_STARTED echoes the input's new messages: the stock client (and our
-            # fold) add them to the conversation, so every reader of the log sees them.
+            # Claimed but not started (``sqlwrite.start_runs`` starts only runs it can
+            # prove at a boundary; a continuation of an interrupted run is not): the
+            # RUN_STARTED echoes the input's new messages, which the stock client (and
+            # our fold) add to the conversation, so every reader of the log sees them.
             fresh = new_messages(self.fold, self.run.input.get("messages") or [])
             await self._append({
                 "type": "RUN_STARTED", "threadId": self.run.thread_id, "runId": self.run.id,

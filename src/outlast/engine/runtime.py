@@ -124,6 +124,7 @@ class Engine(EdgeReads):
         self._runs: set[asyncio.Task[None]] = set()  # executions' main tasks
         self._notifications: set[asyncio.Task[None]] = set()  # cross-process notifies
         self._reserved = 0  # room taken by claims in flight (admissions and the pump)
+        self._pump_claim: asyncio.Event | None = None  # set once the pump's claim ends
         self._snapshot_hooks: set[asyncio.Task[None]] = set()  # the host's snapshot hook
         self.services = RunServices(
             store=store, writer=self.writer, hub=self.hub, settings=settings, metrics=self.metrics,
@@ -227,6 +228,7 @@ class Engine(EdgeReads):
             ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
             for r in body.get("resume") or []
         ]
+        room = await self._admission_room()
         req = AdmitRequest(
             owner=owner, thread_id=body["threadId"], run_id=body["runId"], agent=agent,
             key=options.key or body["runId"], fingerprint=fingerprint(agent, body),
@@ -236,16 +238,17 @@ class Engine(EdgeReads):
                                 **({"webhook": options.webhook} if options.webhook else {})}),
             strategy=options.multitask, resume=resume, has_new_input=bool(messages),
             title=title_of(messages), now=time.time(),
-            # Start a run in the same transaction when this process has room: a new run's
-            # first event comes one transaction sooner. The room is reserved while the
-            # transaction runs, or concurrent admissions would each take the last slot.
+            # Start a run in the same transaction when this process has room: its
+            # RUN_STARTED commits with the admission, so the request's stream has its
+            # first event without waiting for another transaction. The room is reserved
+            # while the transaction runs, or concurrent admissions would each take the
+            # last slot.
             claim_instance=self.instance, claim_ttl=self.settings.lease_ttl,
-            claim_limit=1 if self._room() > 0 else 0,
+            claim_limit=room, claim_start=True,
         )
         with self._reserving(req.claim_limit):
             result = await self.store.admit(req)
-        for run in result.claimed:
-            self._launch(run, crashed=False)
+        self._start(result.claimed)
         if result.created:
             self.metrics.admitted.inc()
             for old in result.superseded:
@@ -355,8 +358,21 @@ class Engine(EdgeReads):
         free = self._room()
         if free <= 0:
             return []
-        with self._reserving(free):
-            return await claim(self.instance, self.settings.lease_ttl, free)
+        done = self._pump_claim = asyncio.Event()
+        try:
+            with self._reserving(free):
+                return await claim(self.instance, self.settings.lease_ttl, free)
+        finally:
+            self._pump_claim = None
+            done.set()
+
+    async def _admission_room(self) -> int:
+        """How many runs an admission may claim (0 or 1). While the pump's claim holds
+        the room it may fill, wait for it rather than queue the run for the pump's next
+        look, a transaction later: the pump mostly finds nothing to claim."""
+        while (pump := self._pump_claim) is not None and self._room() <= 0:
+            await pump.wait()  # its next claim (queued, then expired runs) may follow
+        return 1 if self._room() > 0 else 0
 
     @contextlib.contextmanager
     def _reserving(self, slots: int) -> Iterator[None]:
@@ -371,6 +387,20 @@ class Engine(EdgeReads):
         """How many more runs this process may start (--max-runs), admissions' claims
         in flight counted."""
         return self.settings.max_runs - len(self.executions) - self._reserved
+
+    async def _claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
+        return await self.store.claim_queued(instance, ttl, limit, start=True)
+
+    def _start(self, claimed: list[RunRecord]) -> None:
+        """Launch claimed runs. Those their claim started have RUN_STARTED committed
+        (``last_seq`` 1): counted and announced here, as the writer does its commits."""
+        for run in claimed:
+            self._launch(run, crashed=False)
+        started = [EventsCommitted(run.rid, run.last_seq, False)
+                   for run in claimed if run.last_seq]
+        if started:
+            self.metrics.events.inc(len(started))
+            self._announce(started)
 
     def _launch(self, run: RunRecord, *, crashed: bool) -> None:
         agent = self.agents.get(run.agent)
@@ -410,8 +440,7 @@ class Engine(EdgeReads):
             if self.draining:
                 continue
             try:
-                for run in await self._claiming(self.store.claim_queued):
-                    self._launch(run, crashed=False)
+                self._start(await self._claiming(self._claim_queued))
                 for run in await self._claiming(self.store.claim_expired):
                     log.warning("run %s: lease expired; taking it over", run.id)
                     self._launch(run, crashed=True)
@@ -484,13 +513,19 @@ class Engine(EdgeReads):
             self._webhooks_due()
         if self.store.exclusive:
             return  # one process per store: the writer already published in-process
-        for write in writes:
-            if write.events or write.finish is not None:
-                last = write.events[-1].seq if write.events else write.prev_seq
-                task = asyncio.ensure_future(self.store.notify(
-                    EventsCommitted(write.rid, last, write.finish is not None)))
-                self._notifications.add(task)
-                task.add_done_callback(self._notifications.discard)
+        self._announce([
+            EventsCommitted(w.rid, w.events[-1].seq if w.events else w.prev_seq,
+                            w.finish is not None)
+            for w in writes if w.events or w.finish is not None])
+
+    def _announce(self, commits: list[EventsCommitted]) -> None:
+        """Tell the other processes on the store what committed, for their readers."""
+        if self.store.exclusive:
+            return  # one process per store: the writer already published in-process
+        for commit in commits:
+            task = asyncio.ensure_future(self.store.notify(commit))
+            self._notifications.add(task)
+            task.add_done_callback(self._notifications.discard)
 
     async def _on_notify(self, n: Notification) -> None:
         if isinstance(n, EventsCommitted):

@@ -105,6 +105,14 @@ class RunChannel:
         return bool(self.events) or bool(self.snapshots) or self.finish is not None
 
 
+def _call(callback: Callable[[], None]) -> None:
+    """Run a commit callback; its failure is logged, never the writer's."""
+    try:
+        callback()
+    except Exception:
+        log.exception("a commit callback failed")
+
+
 class Writer:
     """Commits pending run writes in batches and publishes them once committed."""
 
@@ -163,6 +171,9 @@ class Writer:
     def after_commit(self, ch: RunChannel, seq: int, callback: Callable[[], None]) -> None:
         """Call ``callback`` once ``ch`` has committed everything up to ``seq`` (never for a
         channel that is fenced off first)."""
+        if seq <= ch.committed_seq and not ch.fenced:
+            _call(callback)  # committed already (a run its claim started, say)
+            return
         ch.committed_callbacks.append((seq, callback))
         self._mark(ch)
 
@@ -301,10 +312,7 @@ class Writer:
         ch.committed_callbacks = [(s, cb) for s, cb in ch.committed_callbacks
                                   if s > ch.committed_seq]
         for callback in due:
-            try:
-                callback()
-            except Exception:
-                log.exception("a commit callback failed")
+            _call(callback)
 
     @staticmethod
     def _take(ch: RunChannel, share: int) -> RunWrite:

@@ -176,8 +176,13 @@ class Store(ABC):
 
     # -- leases ----------------------------------------------------------
     @abstractmethod
-    async def claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
-        """Lease startable queued runs to ``instance`` (one atomic statement)."""
+    async def claim_queued(self, instance: str, ttl: float, limit: int, *,
+                           start: bool = False) -> list[RunRecord]:
+        """Lease startable queued runs to ``instance`` (one atomic statement). With
+        ``start``, also start in the same transaction each one provably at a boundary
+        after it: its ``RUN_STARTED`` (echoing the input's messages the thread does not
+        hold) is committed as seq 1 with the thread's snapshot as of it (G5), and its
+        record says ``last_seq`` 1 (``sqlwrite.start_runs``; the others say 0)."""
 
     @abstractmethod
     async def claim_expired(

@@ -230,8 +230,10 @@ class PostgresStore(SqlStore):
         ordered = sorted(batch, key=lambda w: w.rid)
         return await self._retrying(lambda: SqlStore.write(self, ordered))
 
-    async def claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
-        return await self._retrying(lambda: SqlStore.claim_queued(self, instance, ttl, limit))
+    async def claim_queued(self, instance: str, ttl: float, limit: int, *,
+                           start: bool = False) -> list[RunRecord]:
+        return await self._retrying(
+            lambda: SqlStore.claim_queued(self, instance, ttl, limit, start=start))
 
     async def cancel_queued(self, rid: int, events: list[str], outcome: dict[str, Any],
                             webhooks: Sequence[WebhookWrite] = ()) -> bool:

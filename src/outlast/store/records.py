@@ -180,6 +180,7 @@ class AdmitRequest:
     claim_instance: str | None = None
     claim_ttl: float = 0.0
     claim_limit: int = 0
+    claim_start: bool = False  # and start them there, as ``claim_queued(start=True)`` does
 
 
 @dataclass(frozen=True)

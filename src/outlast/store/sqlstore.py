@@ -52,7 +52,7 @@ from outlast.store.sql import Query, load_queries, migrations
 from outlast.store.sql_retention import RetentionSql
 from outlast.store.sql_webhooks import WebhooksSql
 from outlast.store.sqlconn import Conn, Row, UniqueViolation
-from outlast.store.sqlwrite import insert_webhooks, write_batch
+from outlast.store.sqlwrite import insert_webhooks, start_runs, write_batch
 
 T = TypeVar("T")
 Body = Callable[[Conn], Coroutine[Any, Any, T]]
@@ -215,7 +215,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         claimed: list[RunRecord] = []
         if req.claim_instance is not None and req.claim_limit > 0:
             claimed = await self._claim(c, req.claim_instance, req.claim_ttl, req.claim_limit,
-                                        req.now)
+                                        req.now, req.claim_start)
             run = next((r for r in claimed if r.rid == run.rid), run)
         await c.run("thread_refresh_status", tid=tid, now=req.now)
         return AdmitResult(run, created=True, superseded=superseded, claimed=claimed)
@@ -352,18 +352,21 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         return [InterruptRecord.from_row(r) for r in rows]
 
     # -- leases ----------------------------------------------------------
-    async def claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
+    async def claim_queued(self, instance: str, ttl: float, limit: int, *,
+                           start: bool = False) -> list[RunRecord]:
         now = time.time()
-        return await self._in_write(lambda c: self._claim(c, instance, ttl, limit, now))
+        return await self._in_write(
+            lambda c: self._claim(c, instance, ttl, limit, now, start))
 
     @staticmethod
-    async def _claim(c: Conn, instance: str, ttl: float, limit: int,
-                     now: float) -> list[RunRecord]:
+    async def _claim(c: Conn, instance: str, ttl: float, limit: int, now: float,
+                     start: bool) -> list[RunRecord]:
         rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl,
                            now=now, limit=limit)
         for tid in {r["tid"] for r in rows}:
             await c.run("thread_refresh_status", tid=tid, now=now)
-        return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
+        runs = sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
+        return await start_runs(c, runs, instance, now) if start else runs
 
     async def claim_expired(
         self, instance: str, ttl: float, limit: int, all_foreign: bool = False

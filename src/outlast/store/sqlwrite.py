@@ -10,9 +10,13 @@ for every row an ``executemany`` steps.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
-from outlast.protocol.jsonutil import dumps
-from outlast.store.records import RunWrite, WebhookWrite
+from outlast.protocol.events import now_ms, run_started
+from outlast.protocol.jsonutil import clone_message, dumps
+from outlast.protocol.message_index import tool_calls
+from outlast.store.records import RunRecord, RunWrite, SnapshotWrite, StoredEvent, WebhookWrite
 from outlast.store.sqlconn import Conn
 
 
@@ -54,6 +58,71 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
         if w.finish is not None:
             await _write_finish(c, w, now)
     return {w.rid for w in batch} - passed
+
+
+async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
+                     now: float) -> list[RunRecord]:
+    """Start runs just claimed by ``instance``, in the claim's transaction: each one's
+    ``RUN_STARTED``, echoing the input's messages its thread does not hold yet, is its
+    seq 1, and its thread's snapshot is saved as of it with those messages last (G5).
+    A new run's first event is then committed with its claim, not one commit later.
+
+    Only a run that is provably at a boundary after ``RUN_STARTED`` is started here:
+    its thread is settled (``messages_start_batch``) and its input answers every tool
+    call it carries. The others (a continuation of an interrupted run, say) keep
+    ``last_seq`` 0, and their execution starts them with the fold's own verdict
+    (``RunExecution._prepare``), in the same bytes."""
+    fresh = [r for r in runs if r.last_seq == 0]
+    if not fresh:
+        return runs
+    inputs = {r.rid: [m for m in r.input.get("messages") or () if isinstance(m, dict)]
+              for r in fresh}
+    pairs = [[r.tid, m.get("id")] for r in fresh for m in inputs[r.rid]]
+    pairs += [[r.tid, None] for r in fresh]
+    held: set[tuple[int, Any]] = set()
+    last: dict[int, float] = {}
+    settled: set[int] = set()
+    for row in await c.all("messages_start_batch", rows=dumps(pairs)):
+        if row["id"] is not None:
+            held.add((row["tid"], row["id"]))
+            continue
+        last[row["tid"]] = row["position"] or 0.0
+        if row["settled"]:
+            settled.add(row["tid"])
+    writes: list[RunWrite] = []
+    for run in fresh:
+        echoed = []
+        for message in inputs[run.rid]:
+            key = (run.tid, message.get("id"))
+            if key not in held:  # resent history is the thread's already (spec §3)
+                held.add(key)
+                echoed.append(message)
+        if run.tid not in settled or not answered(echoed):
+            continue
+        position = last[run.tid]
+        upserts = []
+        for message in echoed:
+            position += 1.0
+            upserts.append((message["id"], position, dumps(clone_message(message))))
+        body = dumps(run_started(
+            run.thread_id, run.id, timestamp=now_ms(),
+            input={"threadId": run.thread_id, "runId": run.id, "messages": echoed}))
+        writes.append(RunWrite(
+            rid=run.rid, tid=run.tid, run_id=run.id, attempt=run.attempts,
+            instance=instance, prev_seq=0, events=[StoredEvent(1, True, body)],
+            snapshot=SnapshotWrite(as_of_run=run.id, as_of_seq=1, upserts=upserts)))
+    if not writes:
+        return runs
+    fenced = await write_batch(c, writes, now)
+    assert not fenced, "a run claimed in this transaction is fenced off"
+    started = {w.rid for w in writes}
+    return [replace(r, last_seq=1) if r.rid in started else r for r in runs]
+
+
+def answered(messages: list[dict[str, Any]]) -> bool:
+    """True when every tool call of ``messages`` has its result among them."""
+    results = {m.get("toolCallId") for m in messages if m.get("role") == "tool"}
+    return all(call.get("id") in results for m in messages for call in tool_calls(m))
 
 
 async def _write_snapshots(c: Conn, writes: list[RunWrite], now: float) -> None:

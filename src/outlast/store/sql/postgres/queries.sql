@@ -236,6 +236,26 @@ FROM (SELECT (x->>0)::bigint AS tid, x->>1 AS state, x->>2 AS session_state,
       FROM jsonb_array_elements(:rows::jsonb) AS x) AS b
 WHERE threads.tid = b.tid;
 
+-- name: messages_start_batch
+-- What starting runs need of their threads: :rows is a JSON array of [tid, id] for
+-- every message of the runs' inputs, and [tid, null] for each run. One row per tid
+-- with its last message's position (NULL: it holds none) and whether it is settled:
+-- provably no tool call awaits a result (it holds no message, or its snapshot is as of
+-- a boundary of a run that did not end interrupted); a row for each id it holds.
+SELECT r.tid AS tid, NULL::text AS id,
+       (SELECT MAX(m.position) FROM messages AS m WHERE m.tid = r.tid) AS position,
+       (NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.tid = r.tid)
+        OR EXISTS (SELECT 1 FROM threads AS t
+                   JOIN runs AS u ON u.owner = t.owner AND u.id = t.as_of_run
+                   JOIN events AS e ON e.rid = u.rid AND e.seq = t.as_of_seq
+                   WHERE t.tid = r.tid AND e.boundary = 1
+                     AND u.status <> 'interrupted')) AS settled
+FROM (SELECT DISTINCT (x->>0)::bigint AS tid FROM jsonb_array_elements(:rows::jsonb) AS x) AS r
+UNION ALL
+SELECT m.tid, m.id, NULL, NULL
+FROM jsonb_array_elements(:rows::jsonb) AS x
+JOIN messages AS m ON m.tid = (x->>0)::bigint AND m.id = x->>1;
+
 -- name: messages_by_id
 -- The thread's messages with the ids of :ids (a JSON array of strings), by key: an
 -- input that resends a few messages of a long thread is checked against those alone.

@@ -191,6 +191,25 @@ FROM (SELECT value->>0 AS tid, value->>1 AS state, value->>2 AS session_state,
       FROM json_each(:rows)) AS b
 WHERE threads.tid = b.tid;
 
+-- name: messages_start_batch
+-- What starting runs need of their threads: :rows is a JSON array of [tid, id] for
+-- every message of the runs' inputs, and [tid, null] for each run. One row per tid
+-- with its last message's position (NULL: it holds none) and whether it is settled:
+-- provably no tool call awaits a result (it holds no message, or its snapshot is as of
+-- a boundary of a run that did not end interrupted); a row for each id it holds.
+SELECT r.tid AS tid, NULL AS id,
+       (SELECT MAX(m.position) FROM messages AS m WHERE m.tid = r.tid) AS position,
+       (NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.tid = r.tid)
+        OR EXISTS (SELECT 1 FROM threads AS t
+                   JOIN runs AS u ON u.owner = t.owner AND u.id = t.as_of_run
+                   JOIN events AS e ON e.rid = u.rid AND e.seq = t.as_of_seq
+                   WHERE t.tid = r.tid AND e.boundary = 1
+                     AND u.status <> 'interrupted')) AS settled
+FROM (SELECT DISTINCT value->>0 AS tid FROM json_each(:rows)) AS r
+UNION ALL
+SELECT m.tid, m.id, NULL, NULL
+FROM json_each(:rows) AS r JOIN messages AS m ON m.tid = r.value->>0 AND m.id = r.value->>1;
+
 -- name: messages_by_id
 -- The thread's messages with the ids of :ids (a JSON array of strings), by key: an
 -- input that resends a few messages of a long thread is checked against those alone.
