@@ -383,6 +383,10 @@ class Engine(EdgeReads):
         finally:
             self._reserved -= slots
 
+    def executes(self, run: RunRecord) -> bool:
+        """True while this process executes ``run``: its feed then sees every commit."""
+        return run.rid in self.executions
+
     def _room(self) -> int:
         """How many more runs this process may start (--max-runs), admissions' claims
         in flight counted."""

@@ -99,6 +99,6 @@ async def run_agent(
             if not engine.draining:
                 await engine.cancel(owner, run.id)
 
-    stream = RunStream(engine, run, legacy=legacy)
+    stream = RunStream(engine, run, legacy=legacy, first=result.first)
     return stream_response(stream.frames(after), headers=headers,
                            keepalive_seconds=s.keepalive, on_disconnect=cancel_on_disconnect)

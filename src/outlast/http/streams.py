@@ -57,7 +57,8 @@ async def replay_page(engine: Engine, run: RunRecord, after: int,
 class RunStream:
     """Replays a run's log after a seq and follows it live until its final event."""
 
-    def __init__(self, engine: Engine, run: RunRecord, *, legacy: bool) -> None:
+    def __init__(self, engine: Engine, run: RunRecord, *, legacy: bool,
+                 first: StoredEvent | None = None) -> None:
         """Raises RunCompacted (410) for a run whose events retention removed: made
         before the response starts, so both ``GET /runs/{id}/events`` and a retried
         ``POST`` that attaches to such a run are refused, never served part of a log."""
@@ -69,6 +70,7 @@ class RunStream:
         self.engine = engine
         self.run = run
         self.legacy = legacy
+        self.first = first  # its first event, committed by the admission that made it
 
     def _encode(self, page: list[StoredEvent]) -> str:
         if self.legacy:
@@ -95,9 +97,11 @@ class RunStream:
             yield retry_preamble()
             # A final run changes no more (a compaction since the request was read ends
             # this stream early; a retry gets the 410): only a live one is read again,
-            # now that the feed is held, so that no commit falls between the two.
-            run = self.run if engine.is_final(self.run) else \
-                await engine.reread(self.run) or self.run
+            # now that the feed is held, so that no commit falls between the two. A run
+            # executing here needs no read: its execution publishes every commit to
+            # this feed from its start, and what came before is in the log read below.
+            run = self.run if engine.is_final(self.run) or engine.executes(self.run) \
+                else await engine.reread(self.run) or self.run
             if run.compacted_at is not None:
                 return  # compacted since the request was read: a retry gets the 410
             final = engine.is_final(run)
@@ -115,6 +119,9 @@ class RunStream:
                     yield frame(None, body)
                 return
             cursor = after
+            if self.first is not None and after < self.first.seq:
+                yield self._encode([self.first])
+                cursor = self.first.seq
             limit = FIRST_PAGE
             while True:
                 cached = feed.cached_after(cursor, limit)

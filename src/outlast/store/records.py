@@ -191,6 +191,9 @@ class AdmitResult:
     created: bool
     superseded: list[RunRecord] = field(default_factory=list)
     claimed: list[RunRecord] = field(default_factory=list)  # leased to the claim instance
+    # The created run's RUN_STARTED when this admission started it: its stream begins
+    # with it without reading the log.
+    first: StoredEvent | None = None
 
 
 @dataclass

@@ -213,12 +213,14 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                     interruptId=answer.interrupt_id,
                 )
         claimed: list[RunRecord] = []
+        started: dict[int, StoredEvent] = {}
         if req.claim_instance is not None and req.claim_limit > 0:
-            claimed = await self._claim(c, req.claim_instance, req.claim_ttl, req.claim_limit,
-                                        req.now, req.claim_start)
+            claimed, started = await self._claim(c, req.claim_instance, req.claim_ttl,
+                                                 req.claim_limit, req.now, req.claim_start)
             run = next((r for r in claimed if r.rid == run.rid), run)
         await c.run("thread_refresh_status", tid=tid, now=req.now)
-        return AdmitResult(run, created=True, superseded=superseded, claimed=claimed)
+        return AdmitResult(run, created=True, superseded=superseded, claimed=claimed,
+                           first=started.get(run.rid))
 
     # -- reads -----------------------------------------------------------
     async def get_thread(self, owner: str, thread_id: str) -> ThreadRecord | None:
@@ -355,18 +357,20 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
     async def claim_queued(self, instance: str, ttl: float, limit: int, *,
                            start: bool = False) -> list[RunRecord]:
         now = time.time()
-        return await self._in_write(
+        runs, _ = await self._in_write(
             lambda c: self._claim(c, instance, ttl, limit, now, start))
+        return runs
 
     @staticmethod
     async def _claim(c: Conn, instance: str, ttl: float, limit: int, now: float,
-                     start: bool) -> list[RunRecord]:
+                     start: bool) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
+        """The runs claimed, and the first event of each one started."""
         rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl,
                            now=now, limit=limit)
         for tid in {r["tid"] for r in rows}:
             await c.run("thread_refresh_status", tid=tid, now=now)
         runs = sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
-        return await start_runs(c, runs, instance, now) if start else runs
+        return await start_runs(c, runs, instance, now) if start else (runs, {})
 
     async def claim_expired(
         self, instance: str, ttl: float, limit: int, all_foreign: bool = False

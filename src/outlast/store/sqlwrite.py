@@ -61,7 +61,7 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
 
 
 async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
-                     now: float) -> list[RunRecord]:
+                     now: float) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
     """Start runs just claimed by ``instance``, in the claim's transaction: each one's
     ``RUN_STARTED``, echoing the input's messages its thread does not hold yet, is its
     seq 1, and its thread's snapshot is saved as of it with those messages last (G5).
@@ -71,10 +71,11 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
     its thread is settled (``messages_start_batch``) and its input answers every tool
     call it carries. The others (a continuation of an interrupted run, say) keep
     ``last_seq`` 0, and their execution starts them with the fold's own verdict
-    (``RunExecution._prepare``), in the same bytes."""
+    (``RunExecution._prepare``), in the same bytes. Returns the records and each
+    started run's first event, by rid."""
     fresh = [r for r in runs if r.last_seq == 0]
     if not fresh:
-        return runs
+        return runs, {}
     inputs = {r.rid: [m for m in r.input.get("messages") or () if isinstance(m, dict)]
               for r in fresh}
     pairs = [[r.tid, m.get("id")] for r in fresh for m in inputs[r.rid]]
@@ -112,11 +113,11 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
             instance=instance, prev_seq=0, events=[StoredEvent(1, True, body)],
             snapshot=SnapshotWrite(as_of_run=run.id, as_of_seq=1, upserts=upserts)))
     if not writes:
-        return runs
+        return runs, {}
     fenced = await write_batch(c, writes, now)
     assert not fenced, "a run claimed in this transaction is fenced off"
-    started = {w.rid for w in writes}
-    return [replace(r, last_seq=1) if r.rid in started else r for r in runs]
+    started = {w.rid: w.events[0] for w in writes}
+    return [replace(r, last_seq=1) if r.rid in started else r for r in runs], started
 
 
 def answered(messages: list[dict[str, Any]]) -> bool:
