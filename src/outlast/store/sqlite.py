@@ -7,10 +7,12 @@ file, so runs leased by a predecessor can be taken over at once (G8).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
 import sqlite3
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -22,6 +24,7 @@ import anyio
 
 from outlast.errors import OutlastError
 from outlast.store.notifications import Notification
+from outlast.store.records import AdmitRequest, AdmitResult
 from outlast.store.sql import Query
 from outlast.store.sqlconn import Row, UniqueViolation
 from outlast.store.sqlstore import Body, SqlStore, T
@@ -98,6 +101,58 @@ async def _in_thread(pool: ThreadPoolExecutor, release: Callable[[], None],
 
     future.add_done_callback(done)
     return await asyncio.shield(future)
+
+
+class WriteLock:
+    """The one write connection's lock: first come, first served, except that a group
+    commit gives way to the transactions a request waits on (an admission, a claim, a
+    cancel). Ten runs admitted at once behind full-speed runs otherwise wait out a
+    commit of hundreds of events between two admissions, and the last one's first
+    event comes many commits late. At most ``GIVE_WAY`` of them go before a waiting
+    commit, so the log keeps moving."""
+
+    GIVE_WAY = 16
+
+    def __init__(self) -> None:
+        self._locked = False
+        self._urgent: deque[asyncio.Future[None]] = deque()
+        self._batch: deque[asyncio.Future[None]] = deque()
+        self._streak = 0  # urgent holders since a group commit last held the lock
+
+    async def acquire(self, *, batch: bool = False) -> None:
+        if not self._locked:
+            self._locked = True
+            return
+        fut = asyncio.get_running_loop().create_future()
+        queue = self._batch if batch else self._urgent
+        queue.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.cancelled():
+                with contextlib.suppress(ValueError):  # release() may have dropped it
+                    queue.remove(fut)
+            else:
+                self.release()  # handed over as the caller was cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        """Hand the lock to the next waiter still waiting, or free it."""
+        while self._urgent or self._batch:
+            urgent = bool(self._urgent) and (self._streak < self.GIVE_WAY or not self._batch)
+            fut = (self._urgent if urgent else self._batch).popleft()
+            if fut.done():
+                continue  # its caller was cancelled
+            self._streak = self._streak + 1 if urgent else 0
+            fut.set_result(None)
+            return
+        self._locked = False
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
 
 
 class _InlineConn:
@@ -193,7 +248,7 @@ class SQLiteStore(SqlStore):
         self.synchronous = synchronous
         self._n_readers = readers
         self._writer: aiosqlite.Connection | None = None
-        self._write_lock = asyncio.Lock()
+        self._write_lock = WriteLock()
         self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._all_readers: list[aiosqlite.Connection] = []
         self._lock_fd: int | None = None
@@ -204,6 +259,9 @@ class SQLiteStore(SqlStore):
         self._inline_readers: asyncio.Queue[sqlite3.Connection] = asyncio.Queue()
         self._all_inline_readers: list[sqlite3.Connection] = []
         self._reads: ThreadPoolExecutor | None = None
+        # Admissions waiting for the write connection together, and their outcomes.
+        self._admissions: list[tuple[AdmitRequest, asyncio.Future[AdmitResult]]] = []
+        self._admitting: set[asyncio.Task[None]] = set()
 
     @property
     def exclusive(self) -> bool:
@@ -235,13 +293,13 @@ class SQLiteStore(SqlStore):
             db.execute(pragma)
         return db
 
-    async def _in_write(self, body: Body[T]) -> T:
+    async def _in_write(self, body: Body[T], *, batch: bool = False) -> T:
         # The whole transaction in one trip to a thread: on a busy event loop every await
         # waits a loop iteration, and a commit awaiting a statement at a time took tens
         # of milliseconds under a few hundred runs at a model's pace.
         assert self._inline_writer is not None and self._writes is not None, \
             "store is not open"
-        await self._write_lock.acquire()
+        await self._write_lock.acquire(batch=batch)
         return await _in_thread(self._writes, self._write_lock.release,
                                 self._write_here, self._inline_writer, body)
 
@@ -258,6 +316,72 @@ class SQLiteStore(SqlStore):
                 db.execute("ROLLBACK")
             raise
         return result
+
+    async def admit(self, req: AdmitRequest) -> AdmitResult:
+        """Admissions that arrive while the write connection is busy commit together, in
+        one transaction and one trip to its thread, each in a savepoint of its own (one
+        refused rolls back alone). Ten runs admitted at once behind busy writers
+        otherwise each waited out a loop iteration at every hand-over of the lock."""
+        fut: asyncio.Future[AdmitResult] = asyncio.get_running_loop().create_future()
+        self._admissions.append((req, fut))
+        if len(self._admissions) == 1:  # the first of a group: it takes the lock for all
+            task = asyncio.create_task(self._admit_group(), name="outlast-admissions")
+            self._admitting.add(task)
+            task.add_done_callback(self._admitting.discard)
+        try:
+            return await fut
+        except UniqueViolation:
+            return await super().admit(req)  # one at a time, with the retries of G3
+
+    async def _admit_group(self) -> None:
+        assert self._inline_writer is not None and self._writes is not None, \
+            "store is not open"
+        try:
+            await self._write_lock.acquire()
+        except BaseException as exc:
+            group, self._admissions = self._admissions, []
+            for _, fut in group:
+                if not fut.done():
+                    fut.set_exception(exc)
+            raise
+        group, self._admissions = self._admissions, []
+        try:
+            outcomes = await _in_thread(self._writes, self._write_lock.release,
+                                        self._admit_here, self._inline_writer,
+                                        [req for req, _ in group])
+        except BaseException as exc:
+            outcomes = [exc] * len(group)
+        for (_, fut), outcome in zip(group, outcomes, strict=True):
+            if fut.done():
+                continue  # its caller was cancelled; the admission stands (G1)
+            if isinstance(outcome, BaseException):
+                fut.set_exception(outcome)
+            else:
+                fut.set_result(outcome)
+
+    def _admit_here(self, db: sqlite3.Connection,
+                    reqs: list[AdmitRequest]) -> list[AdmitResult | BaseException]:
+        conn = _InlineConn(db, self._queries)
+        outcomes: list[AdmitResult | BaseException] = []
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for req in reqs:
+                db.execute("SAVEPOINT admission")
+                try:
+                    outcomes.append(_inline(self._admit(conn, req)))
+                except Exception as exc:
+                    db.execute("ROLLBACK TO admission")
+                    outcomes.append(UniqueViolation(str(exc))
+                                    if isinstance(exc, sqlite3.IntegrityError) else exc)
+                db.execute("RELEASE admission")
+            # A refused request changes nothing, not even the file's pages.
+            db.execute("COMMIT" if any(isinstance(o, AdmitResult) for o in outcomes)
+                       else "ROLLBACK")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return outcomes
 
     async def _in_read(self, body: Body[T]) -> T:
         assert self._reads is not None, "store is not open"

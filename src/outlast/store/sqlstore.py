@@ -77,9 +77,10 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
     def _read(self) -> AbstractAsyncContextManager[Conn]:
         """A read-only connection."""
 
-    async def _in_write(self, body: Body[T]) -> T:
+    async def _in_write(self, body: Body[T], *, batch: bool = False) -> T:
         """``body`` in one write transaction. A body awaits nothing but its connection, so
-        a backend may run it whole elsewhere, in one trip (SQLite: in a thread)."""
+        a backend may run it whole elsewhere, in one trip (SQLite: in a thread). ``batch``
+        marks a group commit, which a backend with one writer may let others go before."""
         async with self._write() as c:
             return await body(c)
 
@@ -401,7 +402,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         if not batch:
             return set()
         now = time.time()
-        return await self._in_write(lambda c: write_batch(c, batch, now))
+        return await self._in_write(lambda c: write_batch(c, batch, now), batch=True)
 
     async def request_cancel(self, rid: int) -> RunRecord | None:
         async with self._write() as c:
