@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from outlast.errors import (
+    HistoryDiverged,
     IdempotencyConflict,
     InterruptExpired,
     InterruptNotPending,
@@ -723,13 +724,28 @@ async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
     with pytest.raises(ThreadNotFound):
         await store.get_snapshot(run.tid + 1000)
 
-    # Messages by id: only those asked for that the thread holds, only to its owner.
-    found = await store.thread_messages(OWNER, "t1", ["m3", "m2", "nope", "m1"])
-    assert sorted((m["id"], m["content"]) for m in found) == [("m1", "ONE"),
-                                                              ("m3", "between")]
-    assert await store.thread_messages(OWNER, "t1", []) == []
-    assert await store.thread_messages("someone-else", "t1", ["m1"]) == []
-    assert await store.thread_messages(OWNER, "no-such-thread", ["m1"]) == []
+    # Admission checks a new run's resent messages: it is handed those the thread
+    # holds with the ids asked for (none of another owner's), and a check that raises
+    # refuses the request whole.
+    seen: list[list[tuple[str, str]]] = []
+
+    def check(stored: list[dict[str, Any]]) -> None:
+        seen.append(sorted((m["id"], m["content"]) for m in stored))
+        if any(m["content"] == "between" for m in stored):
+            raise HistoryDiverged("m3 differs", messageId="m3")
+
+    await finish(store, run)
+    asked = replace(request("t1", "r2"), resent=["m1", "nope"], check_history=check)
+    second = await store.admit(asked)
+    assert second.created and seen == [[("m1", "ONE")]]
+    assert not (await store.admit(asked)).created and len(seen) == 1  # a retry attaches
+    with pytest.raises(HistoryDiverged):
+        await store.admit(replace(request("t1", "r3"), resent=["m3", "m2"],
+                                  check_history=check))
+    assert seen[-1] == [("m3", "between")] and await store.get_run(OWNER, "r3") is None
+    await store.admit(replace(request("t1", "x1", owner="someone-else"), resent=["m1"],
+                              check_history=check))
+    assert seen[-1] == []
 
 
 async def test_finishing_ends_the_run_and_frees_the_thread(store: SqlStore) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from outlast.errors import HistoryDiverged
+
 # Annotations the server or the client may keep on its own (reasoning, activity): a
 # client that never saw them, or rendered them differently, has not edited anything.
 _UNCHECKED_ROLES = frozenset({"reasoning", "activity"})
@@ -55,3 +57,17 @@ def diverged(stored: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> li
         if essence(mine) != essence(message):
             out.append(str(message.get("id")))
     return out
+
+
+def check_history(stored: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> None:
+    """Refuse an input whose resent messages say other than the thread holds (spec §3
+    ``history_diverged``); admission calls it, in its transaction, for a new run only
+    (a retry of an admitted run attaches, G3). ``stored``: the thread's messages with
+    the ids the input carries, read by key, never the rest of a long thread."""
+    ids = diverged(stored, incoming)
+    if ids:
+        raise HistoryDiverged(
+            f"message {ids[0]!r} differs from the thread's message with that id; the "
+            "thread keeps one version of each message: to edit it, fork the thread "
+            "before it (POST /threads/{id}/fork with beforeMessageId)",
+            messageId=ids[0], messageIds=ids)

@@ -24,7 +24,7 @@ from outlast.config import Settings
 from outlast.engine import retention
 from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
-from outlast.engine.history import diverged
+from outlast.engine.history import check_history
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.trim import TRIM_SECONDS, malloc_trim
@@ -33,7 +33,6 @@ from outlast.engine.writer import Writer
 from outlast.errors import (
     AgentNotFound,
     Draining,
-    HistoryDiverged,
     InvalidRequest,
     RunNotFound,
 )
@@ -223,7 +222,6 @@ class Engine(EdgeReads):
             check_request_webhook(self.settings, options.webhook)  # before anything is stored
         messages = body.get("messages") or []
         await self._check_tool_results(owner, body["threadId"], messages)
-        await self._check_history(owner, body["threadId"], body["runId"], messages)
         resume = [
             ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
             for r in body.get("resume") or []
@@ -238,6 +236,8 @@ class Engine(EdgeReads):
                                 **({"webhook": options.webhook} if options.webhook else {})}),
             strategy=options.multitask, resume=resume, has_new_input=bool(messages),
             title=title_of(messages), now=time.time(),
+            resent=[m["id"] for m in messages if isinstance(m.get("id"), str)],
+            check_history=lambda stored: check_history(stored, messages),
             # Start a run in the same transaction when this process has room: its
             # RUN_STARTED commits with the admission, so the request's stream has its
             # first event without waiting for another transaction. The room is reserved
@@ -278,23 +278,6 @@ class Engine(EdgeReads):
                     f"message {message.get('id')!r} is a tool result for tool call "
                     f"{message.get('toolCallId')!r}, which no assistant message of this "
                     "thread or input holds", messageId=message.get("id"))
-
-    async def _check_history(self, owner: str, thread_id: str, run_id: str,
-                             messages: list[dict[str, Any]]) -> None:
-        """spec §3 ``history_diverged``: a resent message must say what the thread holds
-        under its id; otherwise the edit would be silently dropped. Omitting stored
-        messages is fine. A retry of an admitted run is left to admission (G3)."""
-        if not messages:
-            return
-        # Only the resent messages: a long thread's whole history is not read per run.
-        resent = [m["id"] for m in messages if isinstance(m.get("id"), str)]
-        ids = diverged(await self.store.thread_messages(owner, thread_id, resent), messages)
-        if ids and await self.store.get_run(owner, run_id) is None:
-            raise HistoryDiverged(
-                f"message {ids[0]!r} differs from the thread's message with that id; the "
-                "thread keeps one version of each message: to edit it, fork the thread "
-                "before it (POST /threads/{id}/fork with beforeMessageId)",
-                messageId=ids[0], messageIds=ids)
 
     # -- cancel (G6) ------------------------------------------------------
     async def cancel(self, owner: str, run_id: str, *, wait: bool = False,

@@ -115,13 +115,6 @@ class Store(ABC):
         transaction so that they agree with each other (G5)."""
 
     @abstractmethod
-    async def thread_messages(self, owner: str, thread_id: str,
-                              ids: list[str]) -> list[dict[str, Any]]:
-        """The thread's stored messages with these ids, in no particular order (none for
-        a thread that does not exist): what an input that resends them is checked
-        against, read without the rest of a long thread."""
-
-    @abstractmethod
     async def delete_thread(self, owner: str, thread_id: str) -> None:
         """Delete a thread and everything in it; ThreadBusy while a run is active."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -181,6 +181,10 @@ class AdmitRequest:
     claim_ttl: float = 0.0
     claim_limit: int = 0
     claim_start: bool = False  # and start them there, as ``claim_queued(start=True)`` does
+    # spec §3 ``history_diverged``: for a new run, the thread's stored messages with the
+    # ids of ``resent`` go to ``check_history``, which raises to refuse the request.
+    resent: list[str] = field(default_factory=list)
+    check_history: Callable[[list[dict[str, Any]]], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,12 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                 "this runId is already used by another request; choose a new runId",
                 runId=req.run_id,
             )
+        if req.check_history is not None and req.resent:
+            # In the transaction, not in a read before it: one trip to the database less
+            # for every admission, and the thread cannot change in between.
+            req.check_history([json.loads(r["body"]) for r in await c.all(
+                "messages_by_id", owner=req.owner, thread_id=req.thread_id,
+                ids=dumps(req.resent))])
         pending = [InterruptRecord.from_row(r)
                    for r in await c.all("interrupts_pending_for_thread", tid=tid)]
         answers = {a.interrupt_id: a for a in req.resume}
@@ -265,14 +271,6 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
             active=[RunRecord.from_row(r)
                     for r in await c.all("runs_active_for_thread", tid=tid)],
         )
-
-    async def thread_messages(self, owner: str, thread_id: str,
-                              ids: list[str]) -> list[dict[str, Any]]:
-        if not ids:
-            return []
-        rows = await self._read_all("messages_by_id", owner=owner, thread_id=thread_id,
-                                    ids=dumps(ids))
-        return [json.loads(r["body"]) for r in rows]
 
     async def _snapshot(self, c: Conn, tid: int) -> Snapshot:
         thread = await c.one("thread_get_tid", tid=tid)
