@@ -12,7 +12,7 @@ import pytest
 
 from outlast.errors import IdempotencyConflict, RunIdConflict
 from outlast.store.base import AdmitRequest, AdmitResult
-from outlast.store.sqlite import SQLiteStore, WriteLock
+from outlast.store.sqlite import ADMISSIONS_AT_ONCE, SQLiteStore, WriteLock
 
 
 async def test_a_group_commit_gives_way_to_waiting_requests_but_not_for_ever() -> None:
@@ -93,5 +93,21 @@ async def test_admissions_waiting_together_commit_together_and_are_refused_alone
             [event] = await store.read_events(stored.rid, 0, 10)
             assert event == outcome.first
         assert await store.get_thread("o", "t9") is None  # the refused one left nothing
+    finally:
+        await store.close()
+
+
+async def test_more_admissions_than_one_group_takes_all_commit(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "o.db")
+    await store.open()
+    try:
+        count = 2 * ADMISSIONS_AT_ONCE + 3
+        outcomes = await asyncio.gather(*(store.admit(request(f"t{i}", f"r{i}"))
+                                          for i in range(count)))
+        assert all(o.created for o in outcomes)
+        assert len({o.run.rid for o in outcomes}) == count
+        for i in range(count):
+            stored = await store.get_run("o", f"r{i}")
+            assert stored is not None and stored.last_seq == 1
     finally:
         await store.close()
