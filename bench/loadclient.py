@@ -53,6 +53,9 @@ class Record:
     # What starts a counted frame: a stored event's ``id:`` line (outlast, the no-store
     # twin); ``data: `` for servers that send no ids (bench.peers).
     marker: bytes = b"id: "
+    # What ends a frame: servers that end lines with CRLF (the LangGraph dev server) end
+    # frames with a blank CRLF line.
+    frame_end: bytes = b"\n\n"
 
 
 class Stream(asyncio.Protocol):
@@ -89,12 +92,12 @@ class Stream(asyncio.Protocol):
                 self.tail = data
                 return
         buf = self.tail + data if self.tail else data
-        cut = buf.rfind(b"\n\n")
+        rec = self.record
+        cut = buf.rfind(rec.frame_end)
         if cut < 0:
             self.tail = buf
             return
-        body, self.tail = buf[:cut], buf[cut + 2:]
-        rec = self.record
+        body, self.tail = buf[:cut], buf[cut + len(rec.frame_end):]
         frames = body.count(b"\n" + rec.marker) + body.startswith(rec.marker)
         if not frames:
             return

@@ -11,10 +11,15 @@ SSE on 127.0.0.1, read by the raw load client (``bench.loadclient``, this proces
   endpoint over a custom agent streaming text updates (``bench.peer_maf``), when an
   interpreter that has the package is found: this one, or
   ``$OUTLAST_BENCH_MAF_PYTHON``;
-- **LangGraph dev server**: reported as skipped with the reason.
+- **LangGraph dev server**: ``langgraph dev``'s own server (in-memory runtime) over a
+  graph streaming stamped custom events (``bench.peer_langgraph``), asked for a
+  stateless run (``POST /runs/stream``), when an interpreter that has
+  ``langgraph-cli[inmem]`` is found: this one, or ``$OUTLAST_BENCH_LANGGRAPH_PYTHON``.
 
-A frame is any ``data:`` frame (MAF sends no ids). The paced agent's runs also carry
-tool calls and state deltas; MAF's only text, so its events are the cheaper kind.
+A peer missing is skipped with the reason. A frame is any ``data:`` frame (MAF sends no
+ids); for LangGraph, a custom event (its run metadata, sent before the graph runs, is
+not counted, so its first event is its first delta). The paced agent's runs also carry
+tool calls and state deltas; the peers' only text, so their events are the cheaper kind.
 
     python -m bench.peers [--quick]
 """
@@ -24,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -39,35 +43,31 @@ from bench.loadclient import Record, percentile, proc_cpu, raise_nofile, rounds
 DATA = b"data: "
 
 
-def maf_python() -> tuple[str | None, str]:
-    """An interpreter that can import ``agent_framework_ag_ui``, or why there is none."""
-    env = os.environ.get("OUTLAST_BENCH_MAF_PYTHON")
+def peer_python(module: str, variable: str, package: str) -> tuple[str | None, str]:
+    """An interpreter that can import ``module`` (this one, or ``$variable``), or why
+    there is none."""
+    env = os.environ.get(variable)
     candidates = [env] if env else []
-    if importlib.util.find_spec("agent_framework_ag_ui") is not None:
+    if importlib.util.find_spec(module) is not None:
         candidates.insert(0, sys.executable)
     for python in candidates:
-        probe = subprocess.run([python, "-c", "import agent_framework_ag_ui, uvicorn"],
+        probe = subprocess.run([python, "-c", f"import {module}, uvicorn"],
                                capture_output=True, check=False)
         if probe.returncode == 0:
             return python, ""
     if env:
-        return None, f"$OUTLAST_BENCH_MAF_PYTHON ({env}) cannot import agent_framework_ag_ui"
-    return None, ("agent-framework-ag-ui is not installed (pip install agent-framework-ag-ui, "
-                  "or point $OUTLAST_BENCH_MAF_PYTHON at an interpreter that has it)")
-
-
-def langgraph_reason() -> str:
-    if shutil.which("langgraph") is None and importlib.util.find_spec("langgraph_api") is None:
-        return "the LangGraph dev server (langgraph-cli[inmem]) is not installed"
-    return "LangGraph is installed, but this bench does not start its dev server yet"
+        return None, f"${variable} ({env}) cannot import {module}"
+    return None, (f"{package} is not installed (pip install {package}, or point "
+                  f"${variable} at an interpreter that has it)")
 
 
 async def measure(server: Server, path: str, make_body: Any, events: int,
-                  reps: int) -> dict[str, Any]:
+                  reps: int, marker: bytes = DATA,
+                  frame_end: bytes = b"\n\n") -> dict[str, Any]:
     """One run at a time (``reps``), then 10 at once (``reps`` rounds)."""
-    warm = Record(marker=DATA)
+    warm = Record(marker=marker, frame_end=frame_end)
     await rounds(server.url, path, make_body, 2, 1, warm)
-    single = Record(marker=DATA)
+    single = Record(marker=marker, frame_end=frame_end)
     rates = []
     cpu0 = proc_cpu(server.pid)
     for _ in range(reps):
@@ -75,7 +75,7 @@ async def measure(server: Server, path: str, make_body: Any, events: int,
         wall = await rounds(server.url, path, make_body, 1, 1, single)
         rates.append((single.frames - before) / wall)
     cpu = proc_cpu(server.pid) - cpu0
-    ten = Record(marker=DATA)
+    ten = Record(marker=marker, frame_end=frame_end)
     slowest = []
     for _ in range(reps):
         ten.first.clear()
@@ -111,7 +111,8 @@ async def main_async(quick: bool) -> dict[str, Any]:
                 server, "/agents/paced", paced, events, reps)
             results["bare AG-UI app, no storage"] = await measure(
                 server, "/bench/agents/paced", paced, events, reps)
-        python, why = maf_python()
+        python, why = peer_python("agent_framework_ag_ui", "OUTLAST_BENCH_MAF_PYTHON",
+                                  "agent-framework-ag-ui")
         if python is None:
             skipped["Microsoft Agent Framework AG-UI"] = why
         else:
@@ -122,7 +123,18 @@ async def main_async(quick: bool) -> dict[str, Any]:
                                                        "content": "go"}],
                                          "state": {}, "tools": [], "context": [],
                                          "forwardedProps": {}}, events, reps)
-    skipped["LangGraph dev server"] = langgraph_reason()
+        python, why = peer_python("langgraph_api", "OUTLAST_BENCH_LANGGRAPH_PYTHON",
+                                  "langgraph-cli[inmem]")
+        if python is None:
+            skipped["LangGraph dev server"] = why
+        else:
+            with Server([python, "-m", "bench.peer_langgraph", "--events",
+                         str(events)]) as graph:
+                results["LangGraph dev server"] = await measure(
+                    graph, "/runs/stream",
+                    lambda t: {"assistant_id": "bench", "input": {},
+                               "stream_mode": ["custom"]},
+                    events, reps, marker=b"event: custom", frame_end=b"\r\n\r\n")
     return {"peers": results, "skipped": skipped, "load": os.getloadavg()[0]}
 
 
