@@ -108,6 +108,6 @@ async def resume_thread(
         headers = {"Outlast-Run-Id": result.run.id, "Outlast-Thread-Id": thread_id}
         if not result.created:
             headers["Outlast-Replayed"] = "true"
-        stream = RunStream(engine, result.run, legacy=is_legacy(protocol))
+        stream = RunStream(engine, result.run, legacy=is_legacy(protocol), first=result.first)
         return stream_response(stream.frames(0), headers=headers, keepalive_seconds=s.keepalive)
     return {"run": run_view(result.run, []), "replayed": not result.created}
