@@ -367,8 +367,10 @@ class Engine(EdgeReads):
             self._reserved -= slots
 
     def executes(self, run: RunRecord) -> bool:
-        """True while this process executes ``run``: its feed then sees every commit."""
-        return run.rid in self.executions
+        """True while this process executes ``run``: its feed then sees every commit.
+        Not once the execution let its feed go (``done``), even before it is dropped."""
+        ex = self.executions.get(run.rid)
+        return ex is not None and not ex.done.is_set()
 
     def _room(self) -> int:
         """How many more runs this process may start (--max-runs), admissions' claims
