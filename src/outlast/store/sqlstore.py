@@ -225,7 +225,8 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
             claimed, started = await self._claim(c, req.claim_instance, req.claim_ttl,
                                                  req.claim_limit, req.now, req.claim_start)
             run = next((r for r in claimed if r.rid == run.rid), run)
-        await c.run("thread_refresh_status", tid=tid, now=req.now)
+        if all(r.tid != tid for r in claimed):  # the claim refreshed its threads already
+            await c.run("thread_refresh_status", tid=tid, now=req.now)
         return AdmitResult(run, created=True, superseded=superseded, claimed=claimed,
                            first=started.get(run.rid))
 
