@@ -24,9 +24,10 @@ from outlast.engine.webhooks import owed
 from outlast.engine.writer import Writer
 from outlast.errors import EffectUncertain, LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS, construct_row
-from outlast.protocol.events import now_ms, run_finished
+from outlast.protocol.events import now_ms, run_finished, run_started
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
+from outlast.protocol.message_index import unanswered_tool_calls
 from outlast.protocol.verify import MODELS, ProtocolViolation, check_order, check_schema
 from outlast.store.base import EffectRecord, FinishWrite, RunRecord, SnapshotWrite, Store
 from outlast.store.notifications import WorkAvailable
@@ -36,18 +37,6 @@ log = logging.getLogger("outlast.run")
 AGUI_MODELS = tuple(MODELS.values())
 
 
-
-
-def unanswered_tool_calls(messages: list[dict[str, Any]]) -> list[str]:
-    """Tool call ids present in assistant messages that have no tool result."""
-    answered = {m.get("toolCallId") for m in messages if m.get("role") == "tool"}
-    out: list[str] = []
-    for m in messages:
-        if m.get("role") == "assistant":
-            for call in m.get("toolCalls") or ():
-                if call.get("id") not in answered:
-                    out.append(call["id"])
-    return out
 
 
 def new_messages(fold: ThreadFold, incoming: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -421,12 +410,10 @@ class RunExecution:
             # RUN_STARTED echoes the input's new messages, which the stock client (and
             # our fold) add to the conversation, so every reader of the log sees them.
             fresh = new_messages(self.fold, self.run.input.get("messages") or [])
-            await self._append({
-                "type": "RUN_STARTED", "threadId": self.run.thread_id, "runId": self.run.id,
-                "protocolVersion": "1.0",
-                "input": {"threadId": self.run.thread_id, "runId": self.run.id,
-                          "messages": fresh},
-            })
+            await self._append(run_started(  # as sqlwrite.start_runs spells it
+                self.run.thread_id, self.run.id,
+                input={"threadId": self.run.thread_id, "runId": self.run.id,
+                       "messages": fresh}))
             # G5: the thread shows the new input from the run's first commit on.
             self._save_boundary(self.seq, force=True)
             return

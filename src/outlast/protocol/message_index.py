@@ -13,6 +13,13 @@ def tool_calls(message: Message) -> list[dict[str, Any]]:
     return calls if isinstance(calls, list) else []
 
 
+def unanswered_tool_calls(messages: list[Message]) -> list[str]:
+    """Ids of the tool calls of assistant messages that no tool message answers."""
+    answered = {m.get("toolCallId") for m in messages if m.get("role") == "tool"}
+    return [call["id"] for m in messages if m.get("role") == "assistant"
+            for call in tool_calls(m) if call.get("id") not in answered]
+
+
 class MessageIndex:
     """Messages in order, indexed the way the client's reducer looks them up.
 

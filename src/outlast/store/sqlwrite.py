@@ -15,7 +15,7 @@ from typing import Any
 
 from outlast.protocol.events import now_ms, run_started
 from outlast.protocol.jsonutil import clone_message, dumps
-from outlast.protocol.message_index import tool_calls
+from outlast.protocol.message_index import unanswered_tool_calls
 from outlast.store.records import RunRecord, RunWrite, SnapshotWrite, StoredEvent, WebhookWrite
 from outlast.store.sqlconn import Conn
 
@@ -98,7 +98,7 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
             if key not in held:  # resent history is the thread's already (spec §3)
                 held.add(key)
                 echoed.append(message)
-        if run.tid not in settled or not answered(echoed):
+        if run.tid not in settled or unanswered_tool_calls(echoed):
             continue
         position = last[run.tid]
         upserts = []
@@ -118,12 +118,6 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
     assert not fenced, "a run claimed in this transaction is fenced off"
     started = {w.rid: w.events[0] for w in writes}
     return [replace(r, last_seq=1) if r.rid in started else r for r in runs], started
-
-
-def answered(messages: list[dict[str, Any]]) -> bool:
-    """True when every tool call of ``messages`` has its result among them."""
-    results = {m.get("toolCallId") for m in messages if m.get("role") == "tool"}
-    return all(call.get("id") in results for m in messages for call in tool_calls(m))
 
 
 async def _write_snapshots(c: Conn, writes: list[RunWrite], now: float) -> None:
