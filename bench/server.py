@@ -26,7 +26,6 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Query, Request
-from sse_starlette import EventSourceResponse
 
 from bench.agents import BenchAgent, PacedAgent
 from outlast.agent import Agent
@@ -40,7 +39,7 @@ from outlast.http.auth import LOCAL_PRINCIPAL
 from outlast.http.bodies import parse_input
 from outlast.http.body import read_json
 from outlast.http.frames import frame, retry_preamble
-from outlast.http.sse import stream_response
+from outlast.http.sse import EventStream, stream_response
 from outlast.http.streams import FIRST_PAGE, PAGE
 from outlast.protocol.events import now_ms
 from outlast.protocol.jsonutil import dumps
@@ -125,7 +124,7 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
         baselines["paced"] = paced
 
     @app.post("/bench/agents/{name}", response_model=None)
-    async def stream_baseline(name: str, request: Request) -> EventSourceResponse:
+    async def stream_baseline(name: str, request: Request) -> EventStream:
         s = engine.settings
         body = parse_input(await read_json(request, s.max_body_bytes, s.body_timeout), s)
         return stream_response(baseline_frames(baselines[name], body),
@@ -140,7 +139,7 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
         return {"validation": state}
 
     @app.get("/bench/runs/{run_id}/events", response_model=None)
-    async def replay_baseline(run_id: str, after: int = Query(default=0)) -> EventSourceResponse:
+    async def replay_baseline(run_id: str, after: int = Query(default=0)) -> EventStream:
         frames = encoded.get(run_id)
         if frames is None:  # encode once, outside any measurement (the caller warms up)
             run = await engine.store.get_run(LOCAL_PRINCIPAL, run_id)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.support.runs import FINAL, run_in_status
-from tests.support.server import ServerProcess, collect, demo_input, wait_for
+from tests.support.server import ServerProcess, collect, demo_input, parse_sse, wait_for
 
 # One server for the whole module (``module_server``, which ``client`` then talks to):
 # the tests share its store, so each uses its own thread and run ids.
@@ -161,7 +161,27 @@ async def test_a_silent_client_with_continue_is_dropped_and_the_run_goes_on(
         finally:
             sock.close()
         assert run["status"] == "succeeded"  # G1: only the stream ended
+    assert "Traceback" not in "\n".join(impatient.log)  # a dropped client is no crash
 
 
 async def _equals(value: Any, expected: float) -> bool:
     return bool(await value == expected)
+
+
+async def test_a_quiet_stream_carries_keepalives_at_its_interval(
+        impatient: ServerProcess) -> None:
+    # Keepalive 1 s, a step of 3.5 s with nothing to send: comments keep the connection
+    # (and the proxies on its way) alive, one a second, never a flood.
+    body = demo_input("quiet-t", "quiet-r", steps=1, step_delay_ms=3500)
+    async with impatient.client() as client:
+        text = ""
+        async with client.stream("POST", "/agents/demo", json=body) as resp:
+            assert resp.headers["content-type"] == "text/event-stream; charset=utf-8"
+            assert resp.headers["cache-control"] == "no-cache"
+            async for chunk in resp.aiter_text():
+                text += chunk
+    frames = parse_sse(text)
+    assert frames[-1].event["type"] == "RUN_FINISHED"
+    assert 2 <= text.count(": keepalive\n\n") <= 4, text.count(": keepalive\n\n")
+    assert "Traceback" not in "\n".join(impatient.log)
+

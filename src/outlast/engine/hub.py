@@ -154,6 +154,11 @@ class Hub:
             if feed.moved_at <= quiet:
                 feed.poke()
 
+    def poke_all(self) -> None:
+        """Wake the waiters of every feed (the server is draining)."""
+        for feed in self._feeds.values():
+            feed.poke()
+
     async def sweep(self) -> None:
         """Poke quiet feeds every POKE_SECONDS, for as long as the engine runs."""
         while True:

@@ -157,12 +157,16 @@ class Engine(EdgeReads):
         self._wake.set()
 
     def begin_drain(self) -> None:
-        """Refuse new admissions from now on (503 ``draining``)."""
+        """Refuse new admissions from now on (503 ``draining``), and end the streams this
+        process serves at their next wake (their clients resume from another process).
+        Safe to call from a signal handler."""
         self.draining = True
+        with contextlib.suppress(RuntimeError):  # no loop runs: nobody follows a feed
+            asyncio.get_running_loop().call_soon_threadsafe(self.hub.poke_all)
 
     async def drain(self) -> None:
         """SIGTERM: refuse admissions, stop runs at their next boundary, release leases."""
-        self.draining = True
+        self.begin_drain()
         for ex in list(self.executions.values()):
             if ex.fold.at_boundary:
                 ex.stop("drain")

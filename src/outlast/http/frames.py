@@ -8,8 +8,6 @@ database assembles replay pages with ``SSE_TEMPLATE``; everything else uses ``fr
 
 from __future__ import annotations
 
-from sse_starlette import ServerSentEvent
-
 from outlast.protocol.events import Event
 from outlast.protocol.jsonutil import dumps
 
@@ -42,6 +40,5 @@ def is_preamble(chunk: str) -> bool:
     return chunk.startswith("retry:")
 
 
-def keepalive() -> ServerSentEvent:
-    """The comment sent while a stream is idle (sse-starlette spells it)."""
-    return ServerSentEvent(comment="keepalive")
+KEEPALIVE = b": keepalive\n\n"
+"""The comment written while a stream is quiet."""

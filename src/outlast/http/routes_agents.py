@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import APIRouter, Header, Request
-from sse_starlette import EventSourceResponse
 
 from outlast.engine.runtime import RunOptions
 from outlast.errors import Draining
@@ -20,7 +19,7 @@ from outlast.http.deps import (
     choice,
     parse_seq,
 )
-from outlast.http.sse import SSE_CONTENT, stream_response
+from outlast.http.sse import SSE_CONTENT, EventStream, stream_response
 from outlast.http.streams import RunStream, hydration_frames, is_legacy
 
 if TYPE_CHECKING:
@@ -36,7 +35,7 @@ async def list_agents(engine: EngineDep, owner: Owner) -> dict[str, Any]:
 
 
 @router.post("/agents/{agent}", summary="Run an agent (AG-UI)", response_model=None,
-             response_class=EventSourceResponse,
+             response_class=EventStream,
              responses={200: {"description": "AG-UI event stream", "content": SSE_CONTENT}})
 async def run_agent(
     agent: str,
@@ -55,7 +54,7 @@ async def run_agent(
     webhook: str | None = Header(default=None, alias="Outlast-Webhook", json_schema_extra={
         "format": "uri", "description": "Also notify this URL of the run's end or "
         "interrupt; it must start with a --webhook-allow prefix"}),
-) -> EventSourceResponse:
+) -> EventStream:
     """Admits the run of a ``RunAgentInput`` and streams it; a body with no messages and
     no resume hydrates the thread instead (spec §3)."""
     s = engine.settings

@@ -6,10 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
-from sse_starlette import EventSourceResponse
 
 from outlast.http.deps import EngineDep, Owner, RunId, check_after, check_id, parse_seq
-from outlast.http.sse import SSE_CONTENT, stream_response
+from outlast.http.sse import SSE_CONTENT, EventStream, stream_response
 from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view
 
@@ -31,7 +30,7 @@ async def get_run(run_id: RunId, engine: EngineDep, owner: Owner) -> dict[str, A
 
 
 @router.get("/runs/{run_id}/events", summary="Replay and follow a run's events (SSE)",
-            response_model=None, response_class=EventSourceResponse,
+            response_model=None, response_class=EventStream,
             responses={200: {"description": "AG-UI event stream", "content": SSE_CONTENT}})
 async def run_events(
     run_id: RunId, engine: EngineDep, owner: Owner,
@@ -39,7 +38,7 @@ async def run_events(
     follow: bool = Query(default=True),
     protocol_version: str | None = Query(default=None, alias="protocolVersion", max_length=20),
     last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
-) -> EventSourceResponse:
+) -> EventStream:
     run = await _run(engine, owner, run_id)
     what = "Last-Event-ID" if last_event_id else "after"
     start = check_after(parse_seq(last_event_id or after, what), run.last_seq, what)

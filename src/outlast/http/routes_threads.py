@@ -6,14 +6,13 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from sse_starlette import EventSourceResponse
 
 from outlast.engine.runtime import RunOptions
 from outlast.errors import ThreadNotFound
 from outlast.http.bodies import ResumeBody, check_limits
 from outlast.http.body import JsonBodyRoute, body_of
 from outlast.http.deps import ID_DOC, EngineDep, Owner, ThreadId, check_id
-from outlast.http.sse import SSE_CONTENT, stream_response
+from outlast.http.sse import SSE_CONTENT, EventStream, stream_response
 from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view, thread_summary, thread_view
 
@@ -81,7 +80,7 @@ async def resume_thread(
     idempotency_key: str | None = Header(default=None, alias="Idempotency-Key",
                                          json_schema_extra=ID_DOC),
     accept: str | None = Header(default=None),
-) -> dict[str, Any] | EventSourceResponse:
+) -> dict[str, Any] | EventStream:
     s = engine.settings
     check_id(thread_id, "threadId", s.max_id_length)
     if idempotency_key is not None:

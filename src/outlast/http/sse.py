@@ -1,16 +1,25 @@
-"""SSE responses: sse-starlette runs the stream, keepalives and the disconnect
-listener in one task group; a send timeout notices clients that vanished silently."""
+"""SSE responses: a stream is the request's own task writing frames, one task waiting
+for the client to leave, and one timer that sends keepalives and drops a client whose
+writes have stalled.
+
+A stream lives as long as its run, and a process holds thousands of them, so what each
+costs matters more than for an ordinary response: sse-starlette, which ran our streams
+before, gave each one four tasks in a task group, a cancel scope around every write and
+a lock around every keepalive (docs/performance.md, "After the sixth changes", has the
+measurements that replaced it).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import anyio
-from sse_starlette import EventSourceResponse
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from outlast.http.frames import keepalive
+from outlast.http.frames import KEEPALIVE
 
 log = logging.getLogger("outlast.http")
 
@@ -24,38 +33,133 @@ SSE_CONTENT: dict[str, Any] = {"text/event-stream": {"schema": {
 }}}
 
 
-def stream_response(
-    frames: AsyncIterator[str],
-    *,
-    headers: dict[str, str],
-    keepalive_seconds: float,
-    on_disconnect: Callable[[], Awaitable[None]] | None = None,
-) -> EventSourceResponse:
+class EventStream(StreamingResponse):
     """An SSE response over frames spelled by ``outlast.http.frames``.
 
-    ``on_disconnect`` runs when the client goes away before the stream ended
-    by itself (G1: only requests that asked for ``on_disconnect=cancel`` pass one).
+    Every ``keepalive_seconds`` of quiet, a keepalive comment is written; a write that
+    has not gone out after as long ends the stream (a client that vanished without
+    closing its connection, or that reads too slowly to follow). ``on_disconnect`` runs
+    when the stream ends before its frames did: the client left, or was dropped.
     """
 
-    async def body() -> AsyncIterator[bytes]:
+    media_type = "text/event-stream"
+
+    def __init__(self, frames: AsyncIterator[str], *, headers: dict[str, str],
+                 keepalive_seconds: float,
+                 on_disconnect: Callable[[], Awaitable[None]] | None = None,
+                 status_code: int = 200) -> None:  # FastAPI reads its default
+        super().__init__(frames, status_code, headers={"Cache-Control": "no-cache", "Connection": "keep-alive",
+                                          "X-Accel-Buffering": "no", **headers})
+        self.frames = frames
+        self.keepalive = keepalive_seconds
+        self.on_disconnect = on_disconnect
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self.status_code,
+                 "headers": self.raw_headers}
+        task = asyncio.current_task()
+        assert task is not None
+        watch = _Watch(task, send, self.keepalive)
+        listener = asyncio.create_task(_listen(receive, watch))
         completed = False
         try:
-            async for chunk in frames:
-                yield chunk.encode()
+            await watch.send(start)
+            async for chunk in self.frames:
+                await watch.send({"type": "http.response.body", "body": chunk.encode(),
+                                  "more_body": True})
+            await watch.send({"type": "http.response.body", "body": b"", "more_body": False})
             completed = True
+        except asyncio.CancelledError:
+            if watch.ended is None or task.uncancel() > 0:
+                raise  # cancelled from outside (the server's shutdown): not ours to end
         finally:
-            if not completed and on_disconnect is not None:
-                # The stream's scope is being cancelled: shield the handler so it runs.
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await on_disconnect()
-                    except Exception:
-                        log.exception("on-disconnect handler failed")
+            watch.stop()  # before any await: nothing cancels this task from here on
+            listener.cancel()
+            await _close(self.frames)
+            if not completed and self.on_disconnect is not None:
+                await _quietly(self.on_disconnect)
+        if watch.ended == "stalled":
+            log.info("dropped an SSE client: nothing it was sent went out for %.0f s",
+                     self.keepalive)
 
-    return EventSourceResponse(
-        body(),
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
-        ping=keepalive_seconds,
-        ping_message_factory=keepalive,
-        send_timeout=keepalive_seconds,
-    )
+
+class _Watch:
+    """The one timer of a stream. It fires at most once per keepalive interval, whatever
+    the stream's pace: each write only notes the time, which the timer reads."""
+
+    __slots__ = ("_handle", "_ping", "active", "ended", "interval", "loop", "send_",
+                 "sending", "sent_at", "task")
+
+    def __init__(self, task: asyncio.Task[Any], send: Send, interval: float) -> None:
+        self.task = task
+        self.send_ = send
+        self.interval = interval
+        self.loop = asyncio.get_running_loop()
+        self.sending: float | None = None  # when the write in progress began
+        self.sent_at = self.loop.time()
+        self.ended: str | None = None  # "left" or "stalled" once this ends the stream
+        self.active = True  # the stream's task is inside its writes, where a cancel lands
+        self._ping: asyncio.Task[None] | None = None
+        self._handle = self.loop.call_at(self.sent_at + interval, self._fire)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sending = self.loop.time()
+        await self.send_(message)
+        self.sending = None
+        self.sent_at = self.loop.time()
+
+    def end(self, why: str) -> None:
+        """End the stream (from the listener or the timer). Both run only while the
+        stream's task is suspended, so its cancel lands inside the writes' ``try``."""
+        if self.ended is None and self.active:
+            self.ended = why
+            self.task.cancel()
+
+    def stop(self) -> None:
+        self.active = False
+        self._handle.cancel()
+        if self._ping is not None:
+            self._ping.cancel()
+
+    def _fire(self) -> None:
+        now = self.loop.time()
+        since = self.sending
+        if since is not None:
+            if now - since >= self.interval:
+                self.end("stalled")
+                return
+            due = since + self.interval
+        elif now - self.sent_at >= self.interval:
+            self._ping = self.loop.create_task(
+                self.send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True}))
+            due = now + self.interval
+        else:
+            due = self.sent_at + self.interval
+        self._handle = self.loop.call_at(due, self._fire)
+
+
+async def _listen(receive: Receive, watch: _Watch) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    watch.end("left")
+
+
+async def _close(frames: AsyncIterator[str]) -> None:
+    aclose = getattr(frames, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+async def _quietly(handler: Callable[[], Awaitable[None]]) -> None:
+    try:
+        await handler()
+    except Exception:
+        log.exception("on-disconnect handler failed")
+
+
+def stream_response(frames: AsyncIterator[str], *, headers: dict[str, str],
+                    keepalive_seconds: float,
+                    on_disconnect: Callable[[], Awaitable[None]] | None = None) -> EventStream:
+    """An SSE response over ``frames`` (see ``EventStream``)."""
+    return EventStream(frames, headers=headers, keepalive_seconds=keepalive_seconds,
+                       on_disconnect=on_disconnect)

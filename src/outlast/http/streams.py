@@ -146,6 +146,8 @@ class RunStream:
                 if not follow:
                     return
                 await feed.wait(cursor)
+                if engine.draining:
+                    return  # the client resumes from another process (Last-Event-ID)
                 if feed.last_seq <= cursor and not feed.final:
                     # The hub's sweep woke a quiet feed: the log is the truth (hints can
                     # be lost across processes).
