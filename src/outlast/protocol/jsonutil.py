@@ -68,14 +68,24 @@ def apply_json_patch(document: Any, operations: Any) -> Any:
     operations = clone_json(operations)
     owned: set[int] = set()  # id() of containers copied for this patch
     for operation in operations:
-        patch = jsonpatch.JsonPatch([operation])  # validates the operation
-        # `move` also mutates the container it takes its value from.
-        fields = ("from", "path") if operation.get("op") == "move" else ("path",)
-        for field in fields:
-            pointer = jsonpointer.JsonPointer(operation.get(field))
-            document = _own_path(document, pointer.parts, owned)
-        document = patch.apply(document, in_place=True)
+        step = _operation(operation)
+        document = _own_path(document, step.pointer.parts, owned)
+        if type(step) is jsonpatch.MoveOperation:
+            # `move` also mutates the container it takes its value from.
+            source = jsonpointer.JsonPointer(operation.get("from"))
+            document = _own_path(document, source.parts, owned)
+        document = step.apply(document)
     return document
+
+
+def _operation(operation: Any) -> jsonpatch.PatchOperation:
+    """One operation, checked as ``jsonpatch.JsonPatch`` checks it (which would build it
+    once to check the patch and again to apply it)."""
+    op = operation.get("op") if isinstance(operation, dict) else None
+    kind = jsonpatch.JsonPatch.operations.get(op) if isinstance(op, str) else None
+    if kind is None:
+        raise jsonpatch.InvalidJsonPatch(f"not a JSON Patch operation: {operation!r}")
+    return kind(operation)  # checks its path
 
 
 def _own_path(root: Any, parts: list[str], owned: set[int]) -> Any:
