@@ -48,8 +48,9 @@ class EventStream(StreamingResponse):
                  keepalive_seconds: float,
                  on_disconnect: Callable[[], Awaitable[None]] | None = None,
                  status_code: int = 200) -> None:  # FastAPI reads its default
-        super().__init__(frames, status_code, headers={"Cache-Control": "no-cache", "Connection": "keep-alive",
-                                          "X-Accel-Buffering": "no", **headers})
+        super().__init__(frames, status_code, headers={
+            "Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no",
+            **headers})
         self.frames = frames
         self.keepalive = keepalive_seconds
         self.on_disconnect = on_disconnect
