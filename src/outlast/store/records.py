@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, NamedTuple
 
 FINAL = ("interrupted", "succeeded", "failed", "cancelled")
@@ -53,7 +54,7 @@ class RunRecord:
     status: str
     idempotency_key: str
     fingerprint: str
-    input: dict[str, Any]
+    input_json: str | None  # the RunAgentInput as stored (``input`` reads it)
     options: dict[str, Any]
     created_at: float
     started_at: float | None
@@ -68,13 +69,19 @@ class RunRecord:
     # When retention removed its events (spec §6); None while they are kept.
     compacted_at: float | None = None
 
+    @cached_property
+    def input(self) -> dict[str, Any]:
+        """The run's RunAgentInput, read on first use: most reads of a run (a stream's, a
+        listing's) never need it, and it carries whatever history the client resent."""
+        return _loads(self.input_json, {})  # type: ignore[no-any-return]
+
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
         return cls(
             rid=row["rid"], owner=row["owner"], id=row["id"], tid=row["tid"],
             thread_id=row["thread_id"], agent=row["agent"], status=row["status"],
             idempotency_key=row["idempotency_key"], fingerprint=row["fingerprint"],
-            input=_loads(row["input"], {}), options=_loads(row["options"], {}),
+            input_json=row["input"], options=_loads(row["options"], {}),
             created_at=row["created_at"], started_at=row["started_at"],
             finished_at=row["finished_at"], attempts=row["attempts"], last_seq=row["last_seq"],
             outcome=_loads(row["outcome"]), error=_loads(row["error"]),
