@@ -26,7 +26,8 @@ pytestmark = pytest.mark.usefixtures("module_server")
 @pytest.fixture(scope="module")
 def impatient(module_server_factory: Callable[..., ServerProcess]) -> ServerProcess:
     """Server default on_disconnect=cancel, and a 1 s keepalive (so a 1 s send timeout)."""
-    return module_server_factory("--keepalive", "1", "--on-disconnect", "cancel")
+    return module_server_factory("--keepalive", "1", "--on-disconnect", "cancel",
+                                 "--log-level", "info")
 
 
 async def raw_request(url: str, body: dict[str, Any], headers: dict[str, str] | None = None,
@@ -138,6 +139,9 @@ async def test_a_silent_client_is_noticed_and_with_cancel_its_run_is_cancelled(
         assert elapsed < 6.0
         thread = (await client.get("/threads/mute-t")).json()
         assert thread["asOf"] == {"runId": "mute-r", "seq": run["lastSeq"]}
+    log = "\n".join(impatient.log)
+    assert "Traceback" not in log  # a dropped client is no crash
+    assert "without completing response" not in log  # nor an app's mistake
 
 
 async def test_a_silent_client_with_continue_is_dropped_and_the_run_goes_on(
@@ -161,7 +165,9 @@ async def test_a_silent_client_with_continue_is_dropped_and_the_run_goes_on(
         finally:
             sock.close()
         assert run["status"] == "succeeded"  # G1: only the stream ended
-    assert "Traceback" not in "\n".join(impatient.log)  # a dropped client is no crash
+    log = "\n".join(impatient.log)
+    assert "Traceback" not in log  # a dropped client is no crash
+    assert "without completing response" not in log  # nor an app's mistake
 
 
 async def _equals(value: Any, expected: float) -> bool:
@@ -185,3 +191,39 @@ async def test_a_quiet_stream_carries_keepalives_at_its_interval(
     assert 2 <= text.count(": keepalive\n\n") <= 4, text.count(": keepalive\n\n")
     assert "Traceback" not in "\n".join(impatient.log)
 
+
+
+async def test_a_client_reading_too_slowly_is_dropped_as_a_disconnect(
+        impatient: ServerProcess) -> None:
+    # It reads 512 bytes every 100 ms: its window never stays shut (so the kernel's
+    # TCP_USER_TIMEOUT never fires) but the server's writes back up, and one waits out
+    # the 1 s send timeout. The server ends the connection itself, as a disconnect.
+    pace = {"steps": 2, "step_delay_ms": 0, "tokens_per_message": 40000, "token_delay_ms": 0}
+    async with impatient.client() as client:
+        sock = await raw_request(impatient.url, demo_input("slow-t", "slow-r", **pace),
+                                 {"Outlast-On-Disconnect": "continue"}, rcvbuf=4096)
+        loop = asyncio.get_running_loop()
+        ended = "still open"
+        try:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                try:
+                    if not await loop.sock_recv(sock, 512):
+                        ended = "closed"
+                        break
+                except ConnectionResetError:
+                    ended = "reset"
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            sock.close()
+        assert ended == "reset"  # aborted by the server, not finished
+        run = await run_in_status(client, "slow-r", *FINAL)
+        assert run["status"] == "succeeded"  # G1: only the stream ended
+    await wait_for(lambda: _logged(impatient, "dropped an SSE client"))
+    log = "\n".join(impatient.log)
+    assert "without completing response" not in log and "Traceback" not in log
+
+
+async def _logged(server: ServerProcess, text: str) -> bool:
+    return any(text in line for line in server.log)

@@ -19,6 +19,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from outlast.http.errors import STATUS, error_body
 
+ABORT = "outlast.abort"
+"""The scope extension holding the connection's abort (an ASGI server extension)."""
+
 
 class GuardedH11Protocol(H11Protocol):
     """One HTTP/1.1 connection, refused past ``max_connections`` and closed when a
@@ -50,6 +53,15 @@ class GuardedH11Protocol(H11Protocol):
             # has its own deadline (http/body.py) and a response, an SSE stream
             # included, may take as long as it takes.
             self._disarm_head_timer()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        scope = getattr(self, "scope", None)
+        if scope is not None:
+            # How a response ends a connection it cannot finish (``outlast.http.sse``: a
+            # client that stopped reading), which uvicorn then takes for the client's
+            # disconnect rather than an app that forgot to complete its response.
+            scope.setdefault("extensions", {})[ABORT] = self.transport.abort
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

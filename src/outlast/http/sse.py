@@ -20,6 +20,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from outlast.http.frames import KEEPALIVE
+from outlast.http.server import ABORT
 
 log = logging.getLogger("outlast.http")
 
@@ -60,7 +61,8 @@ class EventStream(StreamingResponse):
                  "headers": self.raw_headers}
         task = asyncio.current_task()
         assert task is not None
-        watch = _Watch(task, send, self.keepalive)
+        watch = _Watch(task, send, self.keepalive,
+                       (scope.get("extensions") or {}).get(ABORT))
         listener = asyncio.create_task(_listen(receive, watch))
         completed = False
         try:
@@ -88,11 +90,13 @@ class _Watch:
     """The one timer of a stream. It fires at most once per keepalive interval, whatever
     the stream's pace: each write only notes the time, which the timer reads."""
 
-    __slots__ = ("_handle", "_ping", "active", "ended", "interval", "loop", "send_",
+    __slots__ = ("_handle", "_ping", "abort", "active", "ended", "interval", "loop", "send_",
                  "sending", "sent_at", "task")
 
-    def __init__(self, task: asyncio.Task[Any], send: Send, interval: float) -> None:
+    def __init__(self, task: asyncio.Task[Any], send: Send, interval: float,
+                 abort: Callable[[], None] | None) -> None:
         self.task = task
+        self.abort = abort  # closes the connection (``outlast serve``'s protocol offers it)
         self.send_ = send
         self.interval = interval
         self.loop = asyncio.get_running_loop()
@@ -127,6 +131,11 @@ class _Watch:
         since = self.sending
         if since is not None:
             if now - since >= self.interval:
+                if self.abort is not None:
+                    # The write cannot finish: drop the connection, so that the server
+                    # counts the response as ended by the client, not left incomplete.
+                    # First, so that the server learns of it before the stream ends.
+                    self.abort()
                 self.end("stalled")
                 return
             due = since + self.interval
