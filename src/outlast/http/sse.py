@@ -75,6 +75,8 @@ class EventStream(StreamingResponse):
         except asyncio.CancelledError:
             if watch.ended is None or task.uncancel() > 0:
                 raise  # cancelled from outside (the server's shutdown): not ours to end
+        except _Gone:
+            pass
         finally:
             watch.stop()  # before any await: nothing cancels this task from here on
             listener.cancel()
@@ -109,9 +111,21 @@ class _Watch:
 
     async def send(self, message: dict[str, Any]) -> None:
         self.sending = self.loop.time()
-        await self.send_(message)
+        try:
+            await self.send_(message)
+        except OSError as exc:
+            # ASGI 2.4: a server may refuse a write to a client that left (uvicorn
+            # drops it silently and tells the listener instead).
+            raise _Gone from exc
         self.sending = None
         self.sent_at = self.loop.time()
+
+    async def keepalive(self) -> None:
+        try:
+            await self.send({"type": "http.response.body", "body": KEEPALIVE,
+                             "more_body": True})
+        except _Gone:
+            self.end("left")
 
     def end(self, why: str) -> None:
         """End the stream (from the listener or the timer). Both run only while the
@@ -140,12 +154,15 @@ class _Watch:
                 return
             due = since + self.interval
         elif now - self.sent_at >= self.interval:
-            self._ping = self.loop.create_task(
-                self.send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True}))
+            self._ping = self.loop.create_task(self.keepalive())
             due = now + self.interval
         else:
             due = self.sent_at + self.interval
         self._handle = self.loop.call_at(due, self._fire)
+
+
+class _Gone(Exception):
+    """A write the server refused because the client left."""
 
 
 async def _listen(receive: Receive, watch: _Watch) -> None:
