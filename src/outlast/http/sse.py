@@ -1,5 +1,5 @@
 """SSE responses: a stream is the request's own task writing frames, one task waiting
-for the client to leave, and one timer that sends keepalives and drops a client whose
+for the client to leave, and one timer that writes keepalives and drops a client whose
 writes have stalled.
 
 A stream lives as long as its run, and a process holds thousands of them, so what each
@@ -37,8 +37,9 @@ SSE_CONTENT: dict[str, Any] = {"text/event-stream": {"schema": {
 class EventStream(StreamingResponse):
     """An SSE response over frames spelled by ``outlast.http.frames``.
 
-    Every ``keepalive_seconds`` of quiet, a keepalive comment is written; a write that
-    has not gone out after as long ends the stream (a client that vanished without
+    Every ``keepalive_seconds`` a keepalive comment is written (spec §4: at least that
+    often, whatever else the stream carries); a write that has not gone out after as
+    long ends the stream (a client that vanished without
     closing its connection, or that reads too slowly to follow). ``on_disconnect`` runs
     when the stream ends before its frames did: the client left, or was dropped.
     """
@@ -89,11 +90,11 @@ class EventStream(StreamingResponse):
 
 
 class _Watch:
-    """The one timer of a stream. It fires at most once per keepalive interval, whatever
-    the stream's pace: each write only notes the time, which the timer reads."""
+    """The one timer of a stream. It fires about once per keepalive interval, whatever
+    the stream's pace: each write only notes when it began, which the timer reads."""
 
-    __slots__ = ("_handle", "_ping", "abort", "active", "ended", "interval", "loop", "send_",
-                 "sending", "sent_at", "task")
+    __slots__ = ("_handle", "_ping", "abort", "active", "ended", "interval", "loop",
+                 "pinged_at", "send_", "sending", "task")
 
     def __init__(self, task: asyncio.Task[Any], send: Send, interval: float,
                  abort: Callable[[], None] | None) -> None:
@@ -103,11 +104,11 @@ class _Watch:
         self.interval = interval
         self.loop = asyncio.get_running_loop()
         self.sending: float | None = None  # when the write in progress began
-        self.sent_at = self.loop.time()
+        self.pinged_at = self.loop.time()
         self.ended: str | None = None  # "left" or "stalled" once this ends the stream
         self.active = True  # the stream's task is inside its writes, where a cancel lands
         self._ping: asyncio.Task[None] | None = None
-        self._handle = self.loop.call_at(self.sent_at + interval, self._fire)
+        self._handle = self.loop.call_at(self.pinged_at + interval, self._fire)
 
     async def send(self, message: dict[str, Any]) -> None:
         self.sending = self.loop.time()
@@ -118,7 +119,6 @@ class _Watch:
             # drops it silently and tells the listener instead).
             raise _Gone from exc
         self.sending = None
-        self.sent_at = self.loop.time()
 
     async def keepalive(self) -> None:
         try:
@@ -152,12 +152,12 @@ class _Watch:
                     self.abort()
                 self.end("stalled")
                 return
-            due = since + self.interval
-        elif now - self.sent_at >= self.interval:
-            self._ping = self.loop.create_task(self.keepalive())
-            due = now + self.interval
+            due = since + self.interval  # the keepalive waits for the write
         else:
-            due = self.sent_at + self.interval
+            if now - self.pinged_at >= self.interval:
+                self.pinged_at = now
+                self._ping = self.loop.create_task(self.keepalive())
+            due = self.pinged_at + self.interval
         self._handle = self.loop.call_at(due, self._fire)
 
 
