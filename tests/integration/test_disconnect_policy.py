@@ -26,8 +26,7 @@ pytestmark = pytest.mark.usefixtures("module_server")
 @pytest.fixture(scope="module")
 def impatient(module_server_factory: Callable[..., ServerProcess]) -> ServerProcess:
     """Server default on_disconnect=cancel, and a 1 s keepalive (so a 1 s send timeout)."""
-    return module_server_factory("--keepalive", "1", "--on-disconnect", "cancel",
-                                 "--log-level", "info")
+    return module_server_factory("--keepalive", "1", "--on-disconnect", "cancel")
 
 
 async def raw_request(url: str, body: dict[str, Any], headers: dict[str, str] | None = None,
@@ -192,38 +191,3 @@ async def test_a_quiet_stream_carries_keepalives_at_its_interval(
     assert "Traceback" not in "\n".join(impatient.log)
 
 
-
-async def test_a_client_reading_too_slowly_is_dropped_as_a_disconnect(
-        impatient: ServerProcess) -> None:
-    # It reads 512 bytes every 100 ms: its window never stays shut (so the kernel's
-    # TCP_USER_TIMEOUT never fires) but the server's writes back up, and one waits out
-    # the 1 s send timeout. The server ends the connection itself, as a disconnect.
-    pace = {"steps": 2, "step_delay_ms": 0, "tokens_per_message": 40000, "token_delay_ms": 0}
-    async with impatient.client() as client:
-        sock = await raw_request(impatient.url, demo_input("slow-t", "slow-r", **pace),
-                                 {"Outlast-On-Disconnect": "continue"}, rcvbuf=4096)
-        loop = asyncio.get_running_loop()
-        ended = "still open"
-        try:
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                try:
-                    if not await loop.sock_recv(sock, 512):
-                        ended = "closed"
-                        break
-                except ConnectionResetError:
-                    ended = "reset"
-                    break
-                await asyncio.sleep(0.1)
-        finally:
-            sock.close()
-        assert ended == "reset"  # aborted by the server, not finished
-        run = await run_in_status(client, "slow-r", *FINAL)
-        assert run["status"] == "succeeded"  # G1: only the stream ended
-    await wait_for(lambda: _logged(impatient, "dropped an SSE client"))
-    log = "\n".join(impatient.log)
-    assert "without completing response" not in log and "Traceback" not in log
-
-
-async def _logged(server: ServerProcess, text: str) -> bool:
-    return any(text in line for line in server.log)
