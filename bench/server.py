@@ -39,7 +39,7 @@ from outlast.http.auth import LOCAL_PRINCIPAL
 from outlast.http.bodies import parse_input
 from outlast.http.body import read_json
 from outlast.http.frames import frame, retry_preamble
-from outlast.http.sse import EventStream, stream_response
+from outlast.http.sse import EventStream
 from outlast.http.streams import FIRST_PAGE, PAGE
 from outlast.protocol.events import now_ms
 from outlast.protocol.jsonutil import dumps
@@ -127,10 +127,10 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
     async def stream_baseline(name: str, request: Request) -> EventStream:
         s = engine.settings
         body = parse_input(await read_json(request, s.max_body_bytes, s.body_timeout), s)
-        return stream_response(baseline_frames(baselines[name], body),
-                               headers={"Outlast-Run-Id": body["runId"],
-                                        "Outlast-Thread-Id": body["threadId"]},
-                               keepalive_seconds=s.keepalive)
+        return EventStream(baseline_frames(baselines[name], body),
+                           headers={"Outlast-Run-Id": body["runId"],
+                                    "Outlast-Thread-Id": body["threadId"]},
+                           keepalive_seconds=s.keepalive)
 
     @app.put("/bench/validation/{state}")
     async def validation(state: str) -> dict[str, str]:
@@ -157,8 +157,8 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
             for i in range(after + FIRST_PAGE, len(frames), PAGE):
                 yield "".join(frames[i:i + PAGE])
 
-        return stream_response(replay(), headers={"Outlast-Run-Id": run_id},
-                               keepalive_seconds=engine.settings.keepalive)
+        return EventStream(replay(), headers={"Outlast-Run-Id": run_id},
+                           keepalive_seconds=engine.settings.keepalive)
 
 
 async def serve(data_dir: Path, synchronous: str) -> None:

@@ -19,7 +19,7 @@ from outlast.http.deps import (
     choice,
     parse_seq,
 )
-from outlast.http.sse import SSE_CONTENT, EventStream, stream_response
+from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, hydration_frames, is_legacy
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ async def run_agent(
         # Hydration (spec §3): stream the thread, run nothing.
         view = await engine.thread_view(owner, agent_input.thread_id)
         current = view.current_run if view is not None else None
-        return stream_response(
+        return EventStream(
             hydration_frames(engine, owner, view, agent_input.thread_id, agent_input.run_id,
                              legacy=legacy),
             headers={"Outlast-Run-Id": current.id if current else agent_input.run_id,
@@ -99,5 +99,5 @@ async def run_agent(
                 await engine.cancel(owner, run.id)
 
     stream = RunStream(engine, run, legacy=legacy, first=result.first)
-    return stream_response(stream.frames(after), headers=headers,
-                           keepalive_seconds=s.keepalive, on_disconnect=cancel_on_disconnect)
+    return EventStream(stream.frames(after), headers=headers,
+                       keepalive_seconds=s.keepalive, on_disconnect=cancel_on_disconnect)

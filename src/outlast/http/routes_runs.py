@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
 from outlast.http.deps import EngineDep, Owner, RunId, check_after, check_id, parse_seq
-from outlast.http.sse import SSE_CONTENT, EventStream, stream_response
+from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view
 
@@ -44,9 +44,9 @@ async def run_events(
     start = check_after(parse_seq(last_event_id or after, what), run.last_seq, what)
     version = protocol_version or run.input.get("protocolVersion")
     stream = RunStream(engine, run, legacy=is_legacy(version))
-    return stream_response(stream.frames(start, follow=follow),
-                           headers={"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id},
-                           keepalive_seconds=engine.settings.keepalive)
+    return EventStream(stream.frames(start, follow=follow),
+                       headers={"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id},
+                       keepalive_seconds=engine.settings.keepalive)
 
 
 @router.post("/runs/{run_id}/cancel", summary="Stop a run (idempotent)", response_model=None,

@@ -12,7 +12,7 @@ from outlast.errors import ThreadNotFound
 from outlast.http.bodies import ResumeBody, check_limits
 from outlast.http.body import JsonBodyRoute, body_of
 from outlast.http.deps import ID_DOC, EngineDep, Owner, ThreadId, check_id
-from outlast.http.sse import SSE_CONTENT, EventStream, stream_response
+from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view, thread_summary, thread_view
 
@@ -108,5 +108,5 @@ async def resume_thread(
         if not result.created:
             headers["Outlast-Replayed"] = "true"
         stream = RunStream(engine, result.run, legacy=is_legacy(protocol), first=result.first)
-        return stream_response(stream.frames(0), headers=headers, keepalive_seconds=s.keepalive)
+        return EventStream(stream.frames(0), headers=headers, keepalive_seconds=s.keepalive)
     return {"run": run_view(result.run, []), "replayed": not result.created}

@@ -183,10 +183,3 @@ async def _quietly(handler: Callable[[], Awaitable[None]]) -> None:
     except Exception:
         log.exception("on-disconnect handler failed")
 
-
-def stream_response(frames: AsyncIterator[str], *, headers: dict[str, str],
-                    keepalive_seconds: float,
-                    on_disconnect: Callable[[], Awaitable[None]] | None = None) -> EventStream:
-    """An SSE response over ``frames`` (see ``EventStream``)."""
-    return EventStream(frames, headers=headers, keepalive_seconds=keepalive_seconds,
-                       on_disconnect=on_disconnect)
