@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal, NamedTuple
 
@@ -74,6 +74,14 @@ class RunRecord:
         """The run's RunAgentInput, read on first use: most reads of a run (a stream's, a
         listing's) never need it, and it carries whatever history the client resent."""
         return _loads(self.input_json, {})  # type: ignore[no-any-return]
+
+    def started(self) -> RunRecord:
+        """This record once its ``RUN_STARTED`` is logged (seq 1), with its input as read
+        so far: the claim that starts a run has read it, the execution reads it next."""
+        out = replace(self, last_seq=1)
+        if "input" in self.__dict__:
+            out.__dict__["input"] = self.__dict__["input"]
+        return out
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:

@@ -10,7 +10,6 @@ for every row an ``executemany`` steps.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from outlast.protocol.events import now_ms, run_started
@@ -117,7 +116,7 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
     fenced = await write_batch(c, writes, now)
     assert not fenced, "a run claimed in this transaction is fenced off"
     started = {w.rid: w.events[0] for w in writes}
-    return [replace(r, last_seq=1) if r.rid in started else r for r in runs], started
+    return [r.started() if r.rid in started else r for r in runs], started
 
 
 async def _write_snapshots(c: Conn, writes: list[RunWrite], now: float) -> None:
