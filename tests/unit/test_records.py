@@ -1,4 +1,5 @@
-"""Run records read their input only when asked, and a started record keeps what was read."""
+"""Run records read their input only when asked, a started record keeps what was read,
+and a holder that is done with the input can let it go."""
 
 from __future__ import annotations
 
@@ -31,3 +32,13 @@ def test_a_started_record_is_the_same_run_at_seq_1_with_its_input_as_read() -> N
     assert started == RunRecord.from_row(row(last_seq=1))
     assert started.input is parsed  # the claim read it; the execution does not again
     assert "input" not in vars(RunRecord.from_row(row()).started())
+
+
+def test_a_record_without_its_input_is_the_same_run_with_an_empty_input() -> None:
+    run = RunRecord.from_row(row(last_seq=5))
+    assert run.input  # parsed and cached on the record
+    bare = run.without_input()
+    assert bare.input_json is None and "input" not in vars(bare)  # nor its parse
+    assert bare.input == {}
+    assert bare == RunRecord.from_row(row(last_seq=5, input=None))
+    assert bare.without_input() is bare

@@ -51,6 +51,19 @@ def new_messages(fold: ThreadFold, incoming: list[dict[str, Any]]) -> list[dict[
     return out
 
 
+def sharing_history(fold: ThreadFold, run_input: dict[str, Any]) -> dict[str, Any]:
+    """The input with each message the thread holds unchanged replaced by the thread's
+    own copy: front ends resend the whole history, and the agent's model of the input
+    then shares the fold's strings instead of keeping a second copy for the run's life."""
+    incoming = run_input.get("messages")
+    if not isinstance(incoming, list) or not incoming:
+        return run_input
+    held = {m.get("id"): m for m in fold.messages}
+    shared = [held.get(m.get("id"), m) if isinstance(m, dict) and held.get(m.get("id")) == m
+              else m for m in incoming]
+    return {**run_input, "messages": shared}
+
+
 @dataclass(frozen=True)
 class RunServices:
     """What an execution needs from the engine, and nothing more."""
@@ -312,12 +325,10 @@ class RunExecution:
             await self._finish_failed("crashed", "The server running this run stopped, and "
                                       "the run cannot be resumed.")
             return
-        if not self.run.cancel_requested:
+        if not self.run.cancel_requested and await self._cancel_requested_since_claim():
             # A cancel that arrived between the claim and this start found no
             # execution to stop: the flag in the store is the truth (G6).
-            current = await self.services.store.get_run_by_rid(self.run.rid)
-            if current is not None and current.cancel_requested:
-                self.cancel_reason = "cancel"
+            self.cancel_reason = "cancel"
         if self.run.cancel_requested or self.cancel_reason == "cancel":
             await self._finish_cancelled()
             return
@@ -328,8 +339,12 @@ class RunExecution:
         ]
         ctx = EngineRunContext(
             self, run_id=self.run.id, thread_id=self.run.thread_id, attempt=self.run.attempts,
-            input=self.run.input, session_state=self.session_state, resumed=self.resumed,
-            resolutions=resolutions)
+            input=sharing_history(self.fold, self.run.input),
+            session_state=self.session_state, resumed=self.resumed, resolutions=resolutions)
+        # The context holds the input now, as the agent's model: the record need not
+        # keep the JSON and its parse (whatever history the client resent) for as long
+        # as the agent runs.
+        self.run = self.run.without_input()
         self._agent_task = asyncio.create_task(self.agent.run(ctx), name=f"agent:{self.run.id}")
         if self.cancel_reason is not None:  # stopped while preparing
             self._agent_task.cancel()
@@ -383,6 +398,12 @@ class RunExecution:
                       where, exc_info=exc)
             await self._finish_failed(
                 "agent_error", f"The agent failed unexpectedly ({type(exc).__name__}).")
+
+    async def _cancel_requested_since_claim(self) -> bool:
+        # Its own frame: the record read here, input and all, is not kept by _main's
+        # for the life of the run.
+        current = await self.services.store.get_run_by_rid(self.run.rid)
+        return current is not None and current.cancel_requested
 
     def _may_resume(self) -> bool:
         s = self.services.settings

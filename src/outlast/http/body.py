@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -90,6 +91,21 @@ async def read_json(request: Request, limit: int, within: float) -> Any:
 def body_of(request: Request) -> Any:
     """The JSON body a ``JsonBodyRoute`` read, as the client sent it."""
     return request._json
+
+
+def release_body(request: Request, model: BaseModel) -> None:
+    """Let go of a body once it is stored. FastAPI keeps the request, the parsed body and
+    the validated ``model`` in its handler's frame until the response ends: for a run's
+    stream, as long as the run lasts, holding whatever history the client resent (three
+    times: the bytes, the parse, the model). They are emptied in place, so those
+    references hold nothing; the route must not read them afterwards."""
+    request._body = b""
+    body = getattr(request, "_json", None)
+    if isinstance(body, dict):
+        body.clear()
+    for value in model.__dict__.values():
+        if isinstance(value, (list, dict)):
+            value.clear()
 
 
 class JsonBodyRoute(APIRoute):

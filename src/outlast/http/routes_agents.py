@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Request
 from outlast.engine.runtime import RunOptions
 from outlast.errors import Draining
 from outlast.http.bodies import RunAgentInput, check_limits
-from outlast.http.body import JsonBodyRoute, body_of
+from outlast.http.body import JsonBodyRoute, body_of, release_body
 from outlast.http.deps import (
     ID_DOC,
     EngineDep,
@@ -83,6 +83,7 @@ async def run_agent(
             keepalive_seconds=s.keepalive)
     result = await engine.admit(owner, agent, body, RunOptions(
         key=idempotency_key, on_disconnect=disconnect, multitask=strategy, webhook=webhook))
+    release_body(request, agent_input)  # stored: the stream must not hold it for the run's life
     run = result.run
     headers = {"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id}
     if result.created:

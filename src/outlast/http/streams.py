@@ -68,9 +68,13 @@ class RunStream:
                 f"(--event-retention, outlast gc); its record (GET /runs/{run.id}) and "
                 "its thread's snapshot remain", runId=run.id, compactedAt=run.compacted_at)
         self.engine = engine
-        self.run = run
+        self.run = run.without_input()  # held as long as the stream: never needs it
         self.legacy = legacy
         self.first = first  # its first event, committed by the admission that made it
+
+    async def _reread(self) -> RunRecord | None:
+        run = await self.engine.reread(self.run)
+        return None if run is None else run.without_input()
 
     def _encode(self, page: list[StoredEvent]) -> str:
         if self.legacy:
@@ -101,7 +105,7 @@ class RunStream:
             # executing here needs no read: its execution publishes every commit to
             # this feed from its start, and what came before is in the log read below.
             run = self.run if engine.is_final(self.run) or engine.executes(self.run) \
-                else await engine.reread(self.run) or self.run
+                else await self._reread() or self.run
             if run.compacted_at is not None:
                 return  # compacted since the request was read: a retry gets the 410
             final = engine.is_final(run)
@@ -119,9 +123,11 @@ class RunStream:
                     yield frame(None, body)
                 return
             cursor = after
-            if self.first is not None and after < self.first.seq:
-                yield self._encode([self.first])
-                cursor = self.first.seq
+            first, self.first = self.first, None  # it echoes the input: not kept
+            if first is not None and after < first.seq:
+                cursor = first.seq
+                yield self._encode([first])
+            del first
             limit = FIRST_PAGE
             while True:
                 cached = feed.cached_after(cursor, limit)
@@ -151,7 +157,7 @@ class RunStream:
                 if feed.last_seq <= cursor and not feed.final:
                     # The hub's sweep woke a quiet feed: the log is the truth (hints can
                     # be lost across processes).
-                    current = await engine.reread(run)
+                    current = await self._reread()
                     if current is None or current.compacted_at is not None:
                         return
                     last = current.last_seq

@@ -83,6 +83,15 @@ class RunRecord:
             out.__dict__["input"] = self.__dict__["input"]
         return out
 
+    def without_input(self) -> RunRecord:
+        """This record without its input, for a holder that outlives its use of it: a
+        stream, or an execution once its agent's context holds the input. The input is
+        whatever history the client resent, and a run that streams for twenty minutes
+        should not keep a copy of it per holder; ``input`` of the copy is empty."""
+        if self.input_json is None:
+            return self
+        return replace(self, input_json=None)
+
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
         return cls(
