@@ -1,11 +1,17 @@
-"""Resident memory of one ``outlast serve`` process holding 200 running, unwatched runs.
+"""Resident memory of one ``outlast serve`` process holding running runs.
 
 A real server process (SQLite store, defaults) is warmed up with one short demo run,
 measured idle, then given demo runs whose first tool step sleeps for 100 s, so they
-stay running; each client hangs up right after the response headers (G1: the run
-goes on, nobody watches it). RSS is read from /proc once every run sits in its tool
-step; reported as the growth over idle and per run. Measured at 100 and 200 runs,
-so a fixed cost would show as a difference between the two per-run figures.
+stay running. RSS is read from /proc once every run sits in its tool step. Measured at
+100 and 200 runs, so a fixed cost would show as a difference between the two.
+
+- **Unwatched:** each client hangs up right after the response headers (G1: the run
+  goes on, nobody watches it); the input is one short message.
+- **Resent history:** AG-UI front ends resend the whole conversation with every run.
+  Each input carries a history of 60 messages (questions, tool calls, file contents:
+  about 35 KB of JSON), once with the clients hanging up and once with each client
+  watching its stream to the end of the measurement. Reported per run as the growth
+  from 100 to 200 runs, and as a multiple of the history's JSON size.
 
     python -m bench.memory [--quick]
 """
@@ -13,38 +19,76 @@ so a fixed cost would show as a difference between the two per-run figures.
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import Server, client, median, parser, report, rss_mb
+import httpx
+
+from bench.common import Server, median, parser, report, rss_mb
 
 KNOBS = {"steps": 2, "step_delay_ms": 100_000, "tokens_per_message": 24, "token_delay_ms": 0}
+HISTORY = 60
 
 
-def demo_input(run_id: str, knobs: dict[str, Any]) -> dict[str, Any]:
+def demo_input(run_id: str, knobs: dict[str, Any], history: int = 0) -> dict[str, Any]:
     return {"threadId": f"thread-{run_id}", "runId": run_id, "protocolVersion": "1.0",
-            "messages": [{"id": f"user-{run_id}", "role": "user", "content": "work"}],
+            "messages": [*resent_history(run_id, history),
+                         {"id": f"user-{run_id}", "role": "user", "content": "work"}],
             "state": {}, "tools": [], "context": [], "forwardedProps": {"demo": knobs}}
 
 
-async def start_unwatched(c: Any, count: int) -> list[str]:
-    """Admit ``count`` long demo runs; every client drops its stream after the headers."""
+def resent_history(run_id: str, count: int) -> list[dict[str, Any]]:
+    """A conversation as a front end resends it: questions, tool calls, their results."""
+    out: list[dict[str, Any]] = []
+    for i in range(count):
+        if i % 3 == 0:
+            out.append({"id": f"u{i}-{run_id}", "role": "user",
+                        "content": "How is the repository laid out, and where are its tests? "
+                                   * 8})
+        elif i % 3 == 1:
+            out.append({"id": f"a{i}-{run_id}", "role": "assistant", "toolCalls": [
+                {"id": f"c{i}-{run_id}", "type": "function", "function": {
+                    "name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})}}]})
+        else:
+            out.append({"id": f"t{i}-{run_id}", "role": "tool", "toolCallId": f"c{i - 1}-{run_id}",
+                        "content": "def handler(request):\n    return respond(request)\n" * 20})
+    return out
+
+
+async def start_runs(c: httpx.AsyncClient, count: int, history: int,
+                     watchers: list[asyncio.Task[None]] | None) -> list[str]:
+    """Admit ``count`` long demo runs. Without ``watchers`` every client drops its stream
+    after the headers; with it, each keeps reading its stream in a task added there."""
     ids = [f"mem-{uuid.uuid4().hex[:12]}" for _ in range(count)]
 
-    async def one(run_id: str) -> None:
-        async with c.stream("POST", "/agents/demo", json=demo_input(run_id, KNOBS)) as resp:
+    async def one(run_id: str, admitted: asyncio.Future[None]) -> None:
+        body = demo_input(run_id, KNOBS, history)
+        async with c.stream("POST", "/agents/demo", json=body) as resp:
             if resp.status_code != 200:
                 raise RuntimeError(f"admission answered {resp.status_code}")
+            admitted.set_result(None)
+            if watchers is not None:
+                async for _ in resp.aiter_raw():
+                    pass
 
+    loop = asyncio.get_running_loop()
     for i in range(0, count, 20):
-        await asyncio.gather(*(one(r) for r in ids[i:i + 20]))
+        batch: list[asyncio.Future[None]] = []
+        for run_id in ids[i:i + 20]:
+            admitted = loop.create_future()
+            task = asyncio.create_task(one(run_id, admitted))
+            if watchers is not None:
+                watchers.append(task)
+            batch.append(admitted if watchers is not None else task)  # type: ignore[arg-type]
+        await asyncio.gather(*batch)
     return ids
 
 
-async def settle(c: Any, ids: list[str], within: float = 60.0) -> int:
+async def settle(c: httpx.AsyncClient, ids: list[str], within: float = 60.0) -> int:
     """Wait until every run is running and its log stopped growing (in its tool step)."""
     deadline = time.monotonic() + within
     previous = -1
@@ -69,10 +113,13 @@ def sample(pid: int, count: int = 5) -> float:
     return median(values)
 
 
-async def measure(quick: bool) -> dict[str, Any]:
+async def measure(history: int, watched: bool) -> dict[str, Any]:
+    """Idle RSS, then RSS with 100 and 200 such runs running."""
     with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp, \
             Server.outlast(Path(tmp), "--drain-timeout", "1") as server:
-        async with client(server.url) as c:
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+        async with httpx.AsyncClient(base_url=server.url, timeout=httpx.Timeout(120.0),
+                                     limits=limits) as c:
             # Warm-up: one short run to the end, so lazily loaded code is in memory.
             warm = demo_input("warm-up", {"steps": 1, "step_delay_ms": 10,
                                           "tokens_per_message": 24, "token_delay_ms": 0})
@@ -81,29 +128,49 @@ async def measure(quick: bool) -> dict[str, Any]:
                     pass
             await asyncio.sleep(1.0)
             idle = sample(server.pid)
-            out: dict[str, Any] = {"idle_mb": idle, "steps": []}
+            out: dict[str, Any] = {"idle_mb": idle, "steps": [], "watched": watched,
+                                   "history_bytes": len(json.dumps(resent_history("x" * 16,
+                                                                                  history)))}
             ids: list[str] = []
+            watchers: list[asyncio.Task[None]] | None = [] if watched else None
             for target in (100, 200):
-                ids += await start_unwatched(c, target - len(ids))
+                ids += await start_runs(c, target - len(ids), history, watchers)
                 events = await settle(c, ids)
                 await asyncio.sleep(1.0)
                 rss = sample(server.pid)
                 out["steps"].append({"runs": target, "rss_mb": rss, "events": events,
                                      "mb_per_run": (rss - idle) / target})
+            for task in watchers or ():
+                task.cancel()
+            await asyncio.gather(*(watchers or ()), return_exceptions=True)
     return out
 
 
 def main() -> None:
     ns = parser(__doc__).parse_args()
-    r = asyncio.run(measure(ns.quick))
+    plain = asyncio.run(measure(0, watched=False))
+    resent = [asyncio.run(measure(HISTORY, watched)) for watched in (False, True)]
     rows: list[tuple[str, ...]] = [("state", "RSS MB (median of 5)", "growth over idle MB",
                                     "MB per run", "events in logs")]
-    rows.append(("idle (after one warm-up run)", f"{r['idle_mb']:.1f}", "", "", ""))
-    for s in r["steps"]:
+    rows.append(("idle (after one warm-up run)", f"{plain['idle_mb']:.1f}", "", "", ""))
+    for s in plain["steps"]:
         rows.append((f"{s['runs']} running, unwatched", f"{s['rss_mb']:.1f}",
-                     f"{s['rss_mb'] - r['idle_mb']:.1f}", f"{s['mb_per_run']:.3f}",
+                     f"{s['rss_mb'] - plain['idle_mb']:.1f}", f"{s['mb_per_run']:.3f}",
                      f"{s['events']:,}"))
-    report("resident memory of unwatched running runs", r, rows, ns.json)
+    report("resident memory of unwatched running runs", plain, rows, None)
+    history_rows: list[tuple[str, ...]] = [(
+        "runs resending a history", "history JSON KB", "RSS MB at 100 / 200 runs",
+        "KB per run (100 → 200)", "x the history's size")]
+    for r in resent:
+        low, high = r["steps"]
+        per_run = (high["rss_mb"] - low["rss_mb"]) * 1024 / (high["runs"] - low["runs"])
+        r["kb_per_run"] = per_run
+        history_rows.append((
+            "watched to the end" if r["watched"] else "unwatched",
+            f"{r['history_bytes'] / 1024:.1f}", f"{low['rss_mb']:.1f} / {high['rss_mb']:.1f}",
+            f"{per_run:.0f}", f"{per_run * 1024 / r['history_bytes']:.1f}"))
+    report("resident memory of running runs whose clients resend a history",
+           {"plain": plain, "resent": resent}, history_rows, ns.json)
 
 
 if __name__ == "__main__":
