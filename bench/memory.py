@@ -59,32 +59,33 @@ def resent_history(run_id: str, count: int) -> list[dict[str, Any]]:
     return out
 
 
-async def start_runs(c: httpx.AsyncClient, count: int, history: int,
-                     watchers: list[asyncio.Task[None]] | None) -> list[str]:
-    """Admit ``count`` long demo runs. Without ``watchers`` every client drops its stream
-    after the headers; with it, each keeps reading its stream in a task added there."""
+async def start_runs(c: httpx.AsyncClient, count: int, history: int, watch: bool,
+                     clients: list[asyncio.Task[None]]) -> list[str]:
+    """Admit ``count`` long demo runs, each from a task added to ``clients``: it drops its
+    stream after the headers, or with ``watch`` keeps reading it until cancelled."""
     ids = [f"mem-{uuid.uuid4().hex[:12]}" for _ in range(count)]
 
     async def one(run_id: str, admitted: asyncio.Future[None]) -> None:
-        body = demo_input(run_id, KNOBS, history)
-        async with c.stream("POST", "/agents/demo", json=body) as resp:
-            if resp.status_code != 200:
-                raise RuntimeError(f"admission answered {resp.status_code}")
-            admitted.set_result(None)
-            if watchers is not None:
-                async for _ in resp.aiter_raw():
-                    pass
+        try:
+            async with c.stream("POST", "/agents/demo",
+                                json=demo_input(run_id, KNOBS, history)) as resp:
+                if resp.status_code != 200:
+                    raise RuntimeError(f"admission answered {resp.status_code}")
+                admitted.set_result(None)
+                if watch:
+                    async for _ in resp.aiter_raw():
+                        pass
+        except Exception as exc:
+            if admitted.done():
+                raise
+            admitted.set_exception(exc)
 
     loop = asyncio.get_running_loop()
     for i in range(0, count, 20):
-        batch: list[asyncio.Future[None]] = []
-        for run_id in ids[i:i + 20]:
-            admitted = loop.create_future()
-            task = asyncio.create_task(one(run_id, admitted))
-            if watchers is not None:
-                watchers.append(task)
-            batch.append(admitted if watchers is not None else task)  # type: ignore[arg-type]
-        await asyncio.gather(*batch)
+        admissions = [loop.create_future() for _ in ids[i:i + 20]]
+        clients += [asyncio.create_task(one(r, a))
+                    for r, a in zip(ids[i:i + 20], admissions, strict=True)]
+        await asyncio.gather(*admissions)
     return ids
 
 
@@ -132,17 +133,17 @@ async def measure(history: int, watched: bool) -> dict[str, Any]:
                                    "history_bytes": len(json.dumps(resent_history("x" * 16,
                                                                                   history)))}
             ids: list[str] = []
-            watchers: list[asyncio.Task[None]] | None = [] if watched else None
+            clients: list[asyncio.Task[None]] = []
             for target in (100, 200):
-                ids += await start_runs(c, target - len(ids), history, watchers)
+                ids += await start_runs(c, target - len(ids), history, watched, clients)
                 events = await settle(c, ids)
                 await asyncio.sleep(1.0)
                 rss = sample(server.pid)
                 out["steps"].append({"runs": target, "rss_mb": rss, "events": events,
                                      "mb_per_run": (rss - idle) / target})
-            for task in watchers or ():
+            for task in clients:
                 task.cancel()
-            await asyncio.gather(*(watchers or ()), return_exceptions=True)
+            await asyncio.gather(*clients, return_exceptions=True)
     return out
 
 

@@ -48,8 +48,11 @@ class EdgeReads:
         return run
 
     async def reread(self, run: RunRecord) -> RunRecord | None:
-        """The run's record as stored now (None once its thread is deleted)."""
-        return await self.store.get_run_by_rid(run.rid)
+        """The run's record as stored now (None once its thread is deleted), for a
+        reader following its progress: without its input, which such a reader holds
+        for as long as it follows and never needs."""
+        current = await self.store.get_run_by_rid(run.rid)
+        return None if current is None else current.without_input()
 
     async def run_interrupts(self, run: RunRecord) -> list[InterruptRecord]:
         """The interrupts ``run`` raised, with their durable status (G7)."""

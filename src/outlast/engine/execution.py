@@ -58,9 +58,10 @@ def sharing_history(fold: ThreadFold, run_input: dict[str, Any]) -> dict[str, An
     incoming = run_input.get("messages")
     if not isinstance(incoming, list) or not incoming:
         return run_input
-    held = {m.get("id"): m for m in fold.messages}
-    shared = [held.get(m.get("id"), m) if isinstance(m, dict) and held.get(m.get("id")) == m
-              else m for m in incoming]
+    shared = []
+    for message in incoming:
+        held = fold.message(message.get("id")) if isinstance(message, dict) else None
+        shared.append(held if held is not None and held == message else message)
     return {**run_input, "messages": shared}
 
 

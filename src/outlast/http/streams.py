@@ -72,10 +72,6 @@ class RunStream:
         self.legacy = legacy
         self.first = first  # its first event, committed by the admission that made it
 
-    async def _reread(self) -> RunRecord | None:
-        run = await self.engine.reread(self.run)
-        return None if run is None else run.without_input()
-
     def _encode(self, page: list[StoredEvent]) -> str:
         if self.legacy:
             return "".join(frame(e.seq, legacy_body(e.body)) for e in page)
@@ -105,7 +101,7 @@ class RunStream:
             # executing here needs no read: its execution publishes every commit to
             # this feed from its start, and what came before is in the log read below.
             run = self.run if engine.is_final(self.run) or engine.executes(self.run) \
-                else await self._reread() or self.run
+                else await engine.reread(self.run) or self.run
             if run.compacted_at is not None:
                 return  # compacted since the request was read: a retry gets the 410
             final = engine.is_final(run)
@@ -157,7 +153,7 @@ class RunStream:
                 if feed.last_seq <= cursor and not feed.final:
                     # The hub's sweep woke a quiet feed: the log is the truth (hints can
                     # be lost across processes).
-                    current = await self._reread()
+                    current = await engine.reread(run)
                     if current is None or current.compacted_at is not None:
                         return
                     last = current.last_seq

@@ -64,6 +64,12 @@ class MessageIndex:
             self._join_text()
         return self._messages
 
+    def message(self, mid: Any) -> Message | None:
+        """The first message with id ``mid``, with all streamed text joined in."""
+        if self._text:
+            self._join_text()
+        return self._by_id.get(mid)
+
     def _add_text(self, target: dict[str, Any], field: str, delta: str) -> None:
         """Append streamed text to ``target[field]`` (a message's content, a tool call's
         arguments); joined in on the next read of the messages."""
