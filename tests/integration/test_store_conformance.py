@@ -581,6 +581,36 @@ async def test_one_batch_commits_the_good_writes_and_fences_the_rest(store: SqlS
     assert await store.read_events(bad.rid, 0, 10) == []
 
 
+async def test_a_batch_tells_apart_each_run_it_fences(store: SqlStore) -> None:
+    """The fence counts the runs it moved, and looks up which only when some did not:
+    here a run leased to another instance and a run whose writer's view of last_seq is
+    stale, beside a run that passes with events and one that passes with none."""
+    good = await admit_running(store, "t1", "r1", instance="A")
+    foreign = await admit_running(store, "t2", "r2", instance="B")
+    stale = await admit_running(store, "t3", "r3", instance="A")
+    quiet = await admit_running(store, "t4", "r4", instance="A")
+    assert await append(store, stale, 3) == set()
+    assert await append(store, quiet, 2) == set()
+
+    def write(run: RunRecord, prev: int, n: int) -> RunWrite:
+        return RunWrite(rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A",
+                        prev_seq=prev, events=events_for(run, prev + 1, n))
+
+    # The stale view lands on the row's last_seq (3), as a moved run's would.
+    fenced = await store.write([write(good, 0, 2), write(foreign, 0, 2),
+                                write(stale, 1, 2), write(quiet, 2, 0)])
+    assert fenced == {foreign.rid, stale.rid}
+    assert [e.seq for e in await store.read_events(good.rid, 0, 10)] == [1, 2]
+    assert await store.read_events(foreign.rid, 0, 10) == []
+    assert [e.seq for e in await store.read_events(stale.rid, 0, 10)] == [1, 2, 3]
+    assert [e.seq for e in await store.read_events(quiet.rid, 0, 10)] == [1, 2]
+    # Each run's last_seq is where its own writer left it: the next commits line up.
+    assert await append(store, good, 1, prev=2) == set()
+    assert await append(store, stale, 1, prev=3) == set()
+    assert await append(store, quiet, 1, prev=2) == set()
+    assert await append(store, foreign, 1, prev=0, instance="B") == set()
+
+
 async def test_events_page_in_order_and_boundaries_are_found(store: SqlStore) -> None:
     run = await admit_running(store)
     assert await append(store, run, 25, boundary_every=10) == set()
