@@ -31,23 +31,12 @@ async def insert_webhooks(c: Conn, rid: int, webhooks: Sequence[WebhookWrite],
 async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
     """Write one commit; returns the rids fenced off (written nothing)."""
     # G2/G8 fencing: only the lease holder of an attempt whose view of last_seq is
-    # current moves it; the others write nothing. Almost always every run passes, which
-    # the count says: rows returned would cost SQLite a step, and the interpreter lock
-    # a hand-over, per run of the commit.
-    fence = dumps([
+    # current moves it; the others write nothing.
+    passed = set(await c.column("runs_fence_append", batch=dumps([
         [w.rid, w.instance, w.attempt, w.prev_seq, w.events[-1][0] if w.events else w.prev_seq]
-        for w in batch])
-    if await c.run("runs_fence_append", batch=fence) == len(batch):
-        await _write_passed(c, batch, now)
-        return set()
-    # Some were fenced off: ask which moved (exactly, see the query).
-    passed = set(await c.column("runs_fence_passed", batch=fence))
-    await _write_passed(c, [w for w in batch if w.rid in passed], now)
-    return {w.rid for w in batch} - passed
-
-
-async def _write_passed(c: Conn, live: list[RunWrite], now: float) -> None:
-    """Write the runs of a commit that passed the fence."""
+        for w in batch
+    ])))
+    live = [w for w in batch if w.rid in passed]
     events = [[w.rid, s, 1 if b else 0, body] for w in live for s, b, body in w.events]
     if events:
         await c.run("events_insert_batch", rows=dumps(events))
@@ -67,6 +56,7 @@ async def _write_passed(c: Conn, live: list[RunWrite], now: float) -> None:
     for w in live:
         if w.finish is not None:
             await _write_finish(c, w, now)
+    return {w.rid for w in batch} - passed
 
 
 async def start_runs(c: Conn, runs: list[RunRecord], instance: str,

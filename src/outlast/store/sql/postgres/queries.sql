@@ -56,10 +56,9 @@ RETURNING runs.rid, runs.attempts, runs.cancel_requested;
 -- name: runs_fence_append
 -- Fencing (G2, G8) for a whole commit: each run of :batch (a JSON array of
 -- [rid, instance, attempt, prev_seq, last_seq]) moves its last_seq only when this
--- attempt holds the lease and its view of last_seq is current (the count says whether
--- every run did; runs_fence_passed, which did). The threads are locked before the
--- runs, as admission takes them, each kind in key order (as lease renewal takes
--- runs), so concurrent writers cannot deadlock.
+-- attempt holds the lease and its view of last_seq is current; the rids that did.
+-- The threads are locked before the runs, as admission takes them, each kind in key
+-- order (as lease renewal takes runs), so concurrent writers cannot deadlock.
 WITH b AS (
     SELECT (x->>0)::bigint AS rid, x->>1 AS instance, (x->>2)::int AS attempt,
            (x->>3)::bigint AS prev_seq, (x->>4)::bigint AS last_seq
@@ -77,21 +76,8 @@ run AS (
 UPDATE runs SET last_seq = b.last_seq
 FROM b, run
 WHERE runs.rid = b.rid AND runs.rid = run.rid AND runs.lease_owner = b.instance
-  AND runs.attempts = b.attempt AND runs.status = 'running' AND runs.last_seq = b.prev_seq;
-
--- name: runs_fence_passed
--- After runs_fence_append moved fewer runs than :batch holds, the rids it moved: those
--- this attempt holds at the batch's last_seq whose log does not hold that seq yet (a
--- run's events go in with the move of its last_seq, after this; a run that was there
--- already, under a view gone stale, holds it).
-SELECT r.rid FROM runs r
-JOIN (SELECT (x->>0)::bigint AS rid, x->>1 AS instance, (x->>2)::int AS attempt,
-             (x->>3)::bigint AS prev_seq, (x->>4)::bigint AS last_seq
-      FROM jsonb_array_elements(:batch::jsonb) AS x) AS b ON r.rid = b.rid
-WHERE r.lease_owner = b.instance AND r.attempts = b.attempt
-  AND r.status = 'running' AND r.last_seq = b.last_seq
-  AND (b.last_seq = b.prev_seq
-       OR NOT EXISTS (SELECT 1 FROM events e WHERE e.rid = b.rid AND e.seq = b.last_seq));
+  AND runs.attempts = b.attempt AND runs.status = 'running' AND runs.last_seq = b.prev_seq
+RETURNING runs.rid;
 
 -- name: run_cancel_queued
 -- Cancel a run that never started, writing its two events' worth of seq

@@ -40,30 +40,14 @@ RETURNING rid, attempts, cancel_requested;
 -- name: runs_fence_append
 -- Fencing (G2, G8) for a whole commit: each run of :batch (a JSON array of
 -- [rid, instance, attempt, prev_seq, last_seq]) moves its last_seq only when this
--- attempt holds the lease and its view of last_seq is current. No RETURNING: the
--- count says whether every run passed, and a row returned is a step of its own
--- (see runs_fence_passed).
+-- attempt holds the lease and its view of last_seq is current; the rids that did.
 UPDATE runs SET last_seq = b.last_seq
 FROM (SELECT value->>0 AS rid, value->>1 AS instance, value->>2 AS attempt,
              value->>3 AS prev_seq, value->>4 AS last_seq
       FROM json_each(:batch)) AS b
 WHERE runs.rid = b.rid AND runs.lease_owner = b.instance AND runs.attempts = b.attempt
-  AND runs.status = 'running' AND runs.last_seq = b.prev_seq;
-
--- name: runs_fence_passed
--- After runs_fence_append moved fewer runs than :batch holds, the rids it moved: those
--- this attempt holds at the batch's last_seq whose log does not hold that seq yet (a
--- run's events go in with the move of its last_seq, after this; a run that was there
--- already, under a view gone stale, holds it).
-SELECT runs.rid FROM runs
-JOIN (SELECT value->>0 AS rid, value->>1 AS instance, value->>2 AS attempt,
-             value->>3 AS prev_seq, value->>4 AS last_seq
-      FROM json_each(:batch)) AS b ON runs.rid = b.rid
-WHERE runs.lease_owner = b.instance AND runs.attempts = b.attempt
-  AND runs.status = 'running' AND runs.last_seq = b.last_seq
-  AND (b.last_seq = b.prev_seq
-       OR NOT EXISTS (SELECT 1 FROM events WHERE events.rid = b.rid
-                                               AND events.seq = b.last_seq));
+  AND runs.status = 'running' AND runs.last_seq = b.prev_seq
+RETURNING runs.rid;
 
 -- name: run_cancel_queued
 -- Cancel a run that never started, writing its two events' worth of seq.
