@@ -167,6 +167,27 @@ def machine() -> str:
             f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
 
 
+def machine_speed(repeat: int = 7) -> float:
+    """Milliseconds one fixed piece of interpreter work takes on this machine now (median
+    of ``repeat``; less is faster): what the event loop does per event, in miniature
+    (building a dict, encoding it, a call, a list). A VM's speed moves with its host's
+    other tenants, by 1.7x within one hour here, and every latency figure moves with it;
+    the reports print this beside their tables so that runs can be compared."""
+    from outlast.protocol.jsonutil import dumps
+
+    def work() -> float:
+        started = time.perf_counter()
+        kept: list[str] = []
+        for i in range(20_000):
+            event = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": str(i)}
+            kept.append(dumps(event))
+            if len(kept) > 64:
+                kept.clear()
+        return (time.perf_counter() - started) * 1e3
+
+    return statistics.median(work() for _ in range(repeat))
+
+
 def rss_mb(pid: int) -> float:
     """Resident set size of a process, from /proc (MiB)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

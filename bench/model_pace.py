@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, Server, fmt, parser, report, rss_mb
+from bench.common import ROOT, Server, fmt, machine_speed, parser, report, rss_mb
 from bench.loadclient import BUCKET, hist_percentile, merge, proc_cpu, raise_nofile
 
 RATE = 30.0
@@ -96,6 +96,7 @@ def step(servers: list[Server], n: int, window_s: float, client_procs: int,
          db_root: int | None, path: str) -> dict[str, Any]:
     """One point of the curve on already started (and warmed-up) servers."""
     idle = sum(rss_mb(s.pid) for s in servers)
+    speed = machine_speed()  # before the load: how fast the machine is at this step
     ramp = max(2.0, n / 250)
     settle = 3.0
     lasts = ramp + settle + window_s + 2.0
@@ -150,6 +151,7 @@ def step(servers: list[Server], n: int, window_s: float, client_procs: int,
         "db_cpu_pct": db / win * 100 if db_root is not None else None,
         "client_cpu_pct": sum(o["client_cpu"] for o in outs) / win * 100,
         "rss_mb": rss, "idle_rss_mb": idle, "rss_kb_per_run": (rss - idle) * 1024 / n,
+        "machine_speed_ms": speed,
     }
 
 
@@ -171,6 +173,7 @@ def curve(name: str, steps: list[int], window_s: float, client_procs: int,
         p["backend"] = name
         points.append(p)
         print(f"  {name} N={n}: p99 {p['p99_ms']:.1f} ms, {p['events_per_s']:,.0f} ev/s, "
+              f"machine speed {p['machine_speed_ms']:.1f} ms, "
               f"server {'+'.join(f'{c:.0f}' for c in p['server_cpu_pct'])} % CPU, "
               f"{p['server_us_per_event']:.0f} µs/event, {p['errors']} errors", flush=True)
         if p["errors"] or p["p99_ms"] > STOP_P99_MS:
@@ -188,7 +191,7 @@ def rows(points: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         "backend", "N runs", "events/s (of 30 N)", "p50 ms", "p99 ms", "max ms",
         "agent lag p99 ms", "first event p99 ms", "errors", "server CPU %",
         "server µs/event", "PostgreSQL CPU %", "client CPU %", "RSS MB", "KB per run",
-        f"p99 ≤ {P99_MS:.0f}, no errors")]
+        f"p99 ≤ {P99_MS:.0f}, no errors", "machine speed ms")]
     for p in points:
         db = "" if p["db_cpu_pct"] is None else fmt(p["db_cpu_pct"])
         out.append((p["backend"], f"{p['n']:,}",
@@ -199,7 +202,8 @@ def rows(points: list[dict[str, Any]]) -> list[tuple[str, ...]]:
                     " + ".join(fmt(c) for c in p["server_cpu_pct"]),
                     fmt(p["server_us_per_event"]), db, fmt(p["client_cpu_pct"]),
                     fmt(p["rss_mb"], digits=1), fmt(p["rss_kb_per_run"], digits=1),
-                    "yes" if p["p99_ms"] <= P99_MS and not p["errors"] else "NO"))
+                    "yes" if p["p99_ms"] <= P99_MS and not p["errors"] else "NO",
+                    fmt(p["machine_speed_ms"], digits=1)))
     return out
 
 

@@ -46,13 +46,14 @@ def main() -> None:
                         help="write the charts of the benches that draw them here")
     ns = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from bench.common import machine
+    from bench.common import machine, machine_speed
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
                                                         os.environ.get("PYTHONPATH", "")])}
     started = time.monotonic()
     print(f"machine: {machine()}")
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    print(f"load average before: {os.getloadavg()[0]:.2f}; "
+          f"machine speed: {machine_speed():.1f} ms (bench.common.machine_speed)")
     reports = []
     failed = []
     with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp:
@@ -77,7 +78,8 @@ def main() -> None:
                 failed.append(name)
                 continue
             reports.append(json.loads(out.read_text()))
-    print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+    print(f"\nload average after: {os.getloadavg()[0]:.2f}; "
+          f"machine speed: {machine_speed():.1f} ms")
     print(f"total: {time.monotonic() - started:.1f} s{' (quick)' if ns.quick else ''}")
     if ns.markdown:
         for r in reports:
