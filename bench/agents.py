@@ -16,6 +16,7 @@ Register it on a real server with ``outlast serve --agent bench=bench.agents:fac
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -100,16 +101,36 @@ STAMP = '"delta":"@'  # how a stamped delta starts in the event's compact JSON
 
 
 def paced_input(thread_id: str, run_id: str, events: int, *, rate: float = 30.0,
-                tokens: int = 20, yield_every: int = 1) -> dict[str, Any]:
+                tokens: int = 20, yield_every: int = 1, history: int = 0) -> dict[str, Any]:
     """A RunAgentInput for the paced agent: ``events`` events at ``rate`` per second
-    (0: as fast as it can, handing the loop back every ``yield_every`` events)."""
+    (0: as fast as it can, handing the loop back every ``yield_every`` events), after a
+    resent history of ``history`` messages (``resent_history``)."""
     return {
         "threadId": thread_id, "runId": run_id, "protocolVersion": "1.0",
-        "messages": [{"id": f"user-{run_id}", "role": "user", "content": "go"}],
+        "messages": [*resent_history(run_id, history),
+                     {"id": f"user-{run_id}", "role": "user", "content": "go"}],
         "state": {}, "tools": [], "context": [],
         "forwardedProps": {"paced": {"events": events, "rate": rate, "tokens": tokens,
                                      "yield_every": yield_every}},
     }
+
+
+def resent_history(run_id: str, count: int) -> list[dict[str, Any]]:
+    """A conversation as a front end resends it: questions, tool calls, their results."""
+    out: list[dict[str, Any]] = []
+    for i in range(count):
+        if i % 3 == 0:
+            out.append({"id": f"u{i}-{run_id}", "role": "user",
+                        "content": "How is the repository laid out, and where are its tests? "
+                                   * 8})
+        elif i % 3 == 1:
+            out.append({"id": f"a{i}-{run_id}", "role": "assistant", "toolCalls": [
+                {"id": f"c{i}-{run_id}", "type": "function", "function": {
+                    "name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})}}]})
+        else:
+            out.append({"id": f"t{i}-{run_id}", "role": "tool", "toolCallId": f"c{i - 1}-{run_id}",
+                        "content": "def handler(request):\n    return respond(request)\n" * 20})
+    return out
 
 
 def stamp(scheduled: float) -> str:

@@ -243,7 +243,7 @@ def proc_cpu(pid: int) -> float:
 
 async def pace(urls: list[str], path: str, runs: int, rate: float, events: int,
                t0: float, ramp: float, window: tuple[float, float],
-               within: float) -> dict[str, Any]:
+               within: float, history: int = 0) -> dict[str, Any]:
     """Start ``runs`` paced runs evenly over ``ramp`` seconds from wall time ``t0``;
     record only between the wall times ``window``."""
     from bench.agents import paced_input
@@ -267,7 +267,8 @@ async def pace(urls: list[str], path: str, runs: int, rate: float, events: int,
             await asyncio.sleep(delay)
         t = tag()
         streams.append(await open_stream(urls[i % len(urls)], path,
-                                         paced_input(f"t-{t}", f"r-{t}", events, rate=rate),
+                                         paced_input(f"t-{t}", f"r-{t}", events, rate=rate,
+                                                     history=history),
                                          record))
     late = max(0.0, time.time() - (t0 + ramp))  # the ramp itself fell behind
     measured = await toggler
@@ -290,10 +291,11 @@ def main() -> None:
     p.add_argument("--ramp", type=float, required=True)
     p.add_argument("--window", type=float, nargs=2, required=True, help="wall times")
     p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--history", type=int, default=0, help="messages each input resends")
     ns = p.parse_args()
     raise_nofile(ns.runs + 256)
     result = asyncio.run(pace(ns.url, ns.path, ns.runs, ns.rate, ns.events, ns.t0, ns.ramp,
-                              (ns.window[0], ns.window[1]), ns.timeout))
+                              (ns.window[0], ns.window[1]), ns.timeout, ns.history))
     sys.stdout.write(json.dumps(result) + "\n")
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from bench.agents import resent_history
 from bench.common import Server, median, parser, report, rss_mb
 
 KNOBS = {"steps": 2, "step_delay_ms": 100_000, "tokens_per_message": 24, "token_delay_ms": 0}
@@ -39,24 +40,6 @@ def demo_input(run_id: str, knobs: dict[str, Any], history: int = 0) -> dict[str
             "messages": [*resent_history(run_id, history),
                          {"id": f"user-{run_id}", "role": "user", "content": "work"}],
             "state": {}, "tools": [], "context": [], "forwardedProps": {"demo": knobs}}
-
-
-def resent_history(run_id: str, count: int) -> list[dict[str, Any]]:
-    """A conversation as a front end resends it: questions, tool calls, their results."""
-    out: list[dict[str, Any]] = []
-    for i in range(count):
-        if i % 3 == 0:
-            out.append({"id": f"u{i}-{run_id}", "role": "user",
-                        "content": "How is the repository laid out, and where are its tests? "
-                                   * 8})
-        elif i % 3 == 1:
-            out.append({"id": f"a{i}-{run_id}", "role": "assistant", "toolCalls": [
-                {"id": f"c{i}-{run_id}", "type": "function", "function": {
-                    "name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})}}]})
-        else:
-            out.append({"id": f"t{i}-{run_id}", "role": "tool", "toolCallId": f"c{i - 1}-{run_id}",
-                        "content": "def handler(request):\n    return respond(request)\n" * 20})
-    return out
 
 
 async def start_runs(c: httpx.AsyncClient, count: int, history: int, watch: bool,

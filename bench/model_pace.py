@@ -24,7 +24,7 @@ stops after the first step whose p99 exceeds 1 s or that had errors.
 
 Target: N ≥ 2,000 on one process with p99 ≤ 100 ms and no errors; ≤ 30 KB per run.
 
-    python -m bench.model_pace [--quick] [--plots DIR] [--steps 100 300 ...]
+    python -m bench.model_pace [--quick] [--plots DIR] [--steps 100 300 ...] [--history 60]
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def warm_up(url: str) -> None:
 
 
 def step(servers: list[Server], n: int, window_s: float, client_procs: int,
-         db_root: int | None, path: str) -> dict[str, Any]:
+         db_root: int | None, path: str, history: int = 0) -> dict[str, Any]:
     """One point of the curve on already started (and warmed-up) servers."""
     idle = sum(rss_mb(s.pid) for s in servers)
     speed = machine_speed()  # before the load: how fast the machine is at this step
@@ -111,7 +111,8 @@ def step(servers: list[Server], n: int, window_s: float, client_procs: int,
         [sys.executable, "-m", "bench.loadclient", "pace",
          *[a for s in servers for a in ("--url", s.url)], "--runs", str(k), "--path", path,
          "--rate", str(RATE), "--events", str(events), "--t0", str(t0), "--ramp", str(ramp),
-         "--window", str(window[0]), str(window[1]), "--timeout", "90"],
+         "--window", str(window[0]), str(window[1]), "--timeout", "90",
+         "--history", str(history)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True) for k in share if k]
 
     def at(t: float) -> None:
@@ -157,7 +158,9 @@ def step(servers: list[Server], n: int, window_s: float, client_procs: int,
 
 def curve(name: str, steps: list[int], window_s: float, client_procs: int,
           start: Callable[[Path, int], tuple[list[Server], int | None]],
-          path: str = "/agents/paced") -> list[dict[str, Any]]:
+          path: str = "/agents/paced", history: int = 0) -> list[dict[str, Any]]:
+    if history:
+        name = f"{name}, {history}-message history"
     points = []
     for n in steps:
         with tempfile.TemporaryDirectory(prefix="outlast-pace-") as tmp:
@@ -166,7 +169,7 @@ def curve(name: str, steps: list[int], window_s: float, client_procs: int,
                 for s in servers:
                     warm_up(s.url)
                 time.sleep(0.5)
-                p = step(servers, n, window_s, client_procs, db_root, path)
+                p = step(servers, n, window_s, client_procs, db_root, path, history)
             finally:
                 for s in servers:
                     s.stop()
@@ -231,6 +234,9 @@ def main() -> None:
     p.add_argument("--client-procs", type=int, default=1, help="load client processes")
     p.add_argument("--plots", type=Path, help=f"write SVG charts here (full run: {PLOTS})")
     p.add_argument("--no-postgres", action="store_true")
+    p.add_argument("--history", type=int, default=0,
+                   help="messages each run's input resends (bench.agents.resent_history; 60 "
+                        "is about 36 KB of JSON), as AG-UI front ends resend the conversation")
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the no-store curve (POST /bench/agents/paced on bench.server)")
     ns = p.parse_args()
@@ -241,11 +247,11 @@ def main() -> None:
     load = os.getloadavg()[0]
     started = time.monotonic()
     points = curve("SQLite, 1 process", steps, window_s, ns.client_procs,
-                   lambda root, n: ([serve(root, "sqlite", n)], None))
+                   lambda root, n: ([serve(root, "sqlite", n)], None), history=ns.history)
     if not ns.no_baseline:
         points += curve("no store (baseline)", steps, window_s, ns.client_procs,
                         lambda root, n: ([Server.bench(root).start()], None),
-                        "/bench/agents/paced")
+                        "/bench/agents/paced", ns.history)
     skipped = ""
     if ns.no_postgres:
         skipped = "PostgreSQL: skipped (--no-postgres)"
@@ -273,15 +279,16 @@ def main() -> None:
                                 serve(root, "b", n, "--store", url)], pid
 
                     points += curve("PostgreSQL, 1 process", pg_steps, window_s,
-                                    ns.client_procs, one)
+                                    ns.client_procs, one, history=ns.history)
                     points += curve("PostgreSQL, 2 processes", pg_steps, window_s,
-                                    ns.client_procs, two)
+                                    ns.client_procs, two, history=ns.history)
                 finally:
                     cluster.stop()
     out = {"points": points, "skipped": skipped, "load_before": load,
            "load_after": os.getloadavg()[0], "seconds": time.monotonic() - started}
     # Only a full run redraws the committed charts (a run of some steps would replace them).
-    where = ns.plots or (None if ns.quick or ns.steps or ns.no_postgres else PLOTS)
+    where = ns.plots or (None if ns.quick or ns.steps or ns.no_postgres or ns.history
+                         else PLOTS)
     if where is not None:
         plots(points, where)
         print(f"charts: {where / 'model-pace-p99.svg'}, {where / 'model-pace-cpu.svg'}")
