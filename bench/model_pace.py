@@ -251,7 +251,7 @@ def main() -> None:
     if not ns.no_baseline:
         points += curve("no store (baseline)", steps, window_s, ns.client_procs,
                         lambda root, n: ([Server.bench(root).start()], None),
-                        "/bench/agents/paced", ns.history)
+                        "/bench/agents/paced", history=ns.history)
     skipped = ""
     if ns.no_postgres:
         skipped = "PostgreSQL: skipped (--no-postgres)"

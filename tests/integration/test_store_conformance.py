@@ -582,9 +582,9 @@ async def test_one_batch_commits_the_good_writes_and_fences_the_rest(store: SqlS
 
 
 async def test_a_batch_tells_apart_each_run_it_fences(store: SqlStore) -> None:
-    """The fence counts the runs it moved, and looks up which only when some did not:
-    here a run leased to another instance and a run whose writer's view of last_seq is
-    stale, beside a run that passes with events and one that passes with none."""
+    """One commit fences each run by its own reason, a run leased to another instance
+    and a run whose writer's view of last_seq is stale, and writes the runs beside them
+    that pass, one with events and one with none."""
     good = await admit_running(store, "t1", "r1", instance="A")
     foreign = await admit_running(store, "t2", "r2", instance="B")
     stale = await admit_running(store, "t3", "r3", instance="A")
@@ -596,7 +596,7 @@ async def test_a_batch_tells_apart_each_run_it_fences(store: SqlStore) -> None:
         return RunWrite(rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A",
                         prev_seq=prev, events=events_for(run, prev + 1, n))
 
-    # The stale view lands on the row's last_seq (3), as a moved run's would.
+    # The stale view (1) would move last_seq to exactly where the row already is (3).
     fenced = await store.write([write(good, 0, 2), write(foreign, 0, 2),
                                 write(stale, 1, 2), write(quiet, 2, 0)])
     assert fenced == {foreign.rid, stale.rid}
