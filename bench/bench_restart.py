@@ -48,7 +48,8 @@ def demo_input(thread_id: str, run_id: str) -> dict[str, Any]:
 def last_seq(data_dir: Path, run_id: str) -> int:
     db = sqlite3.connect(f"file:{data_dir / 'outlast.db'}?mode=ro", uri=True)
     try:
-        row = db.execute("SELECT last_seq FROM runs WHERE id = ?", (run_id,)).fetchone()
+        row = db.execute("SELECT last_seq FROM runs JOIN run_seqs USING (rid) WHERE id = ?",
+                         (run_id,)).fetchone()
     finally:
         db.close()
     return int(row[0])

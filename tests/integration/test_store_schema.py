@@ -113,6 +113,19 @@ async def test_both_backends_migrate_to_the_same_schema(tmp_path: Path, pg_url: 
 
     lite = sqlite_schema(path)
     pg = await postgres_schema(pg_url)
+    # The one deliberate difference (sqlite/0008_run_seqs.sql): SQLite keeps each run's
+    # last_seq in a narrow table, out of a runs row that a long input spreads over
+    # overflow pages, and what the fence reads of a running run in an index of its
+    # own; PostgreSQL keeps last_seq in the row.
+    assert lite["indexes"].pop("runs_fence") == \
+        ("runs", ("rid", "lease_owner", "attempts", "status"), False, True)
+    assert lite["tables"] == sorted(pg["tables"] + ["run_seqs"])
+    assert lite["columns"].pop("run_seqs") == {"rid": ("integer", True),
+                                               "last_seq": ("integer", True)}
+    assert ("run_seqs", "primary", ("rid",)) in lite["keys"]
+    lite["keys"].discard(("run_seqs", "primary", ("rid",)))
+    lite["tables"].remove("run_seqs")
+    assert pg["columns"]["runs"].pop("last_seq") == ("integer", True)
     assert lite["tables"] == pg["tables"]
     assert {"threads", "runs", "events", "interrupts", "schema_migrations"} <= set(pg["tables"])
     for table in pg["tables"]:
@@ -202,8 +215,60 @@ async def test_a_version_6_sqlite_log_moves_to_append_order_whole(tmp_path: Path
             "EXPLAIN QUERY PLAN SELECT body FROM events WHERE rid = 1 AND seq > 3 "
             "ORDER BY seq"))
         assert "sqlite_autoindex_events_1" in plan, plan
-        assert con.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] == 7
+        assert con.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] == \
+            len(migrations("sqlite"))
     finally:
         con.close()
     assert sqlite_schema(path)["indexes"]["events_boundaries"] == \
         ("events", ("rid", "seq"), False, True)
+
+
+async def test_a_version_7_sqlite_file_keeps_every_runs_last_seq(tmp_path: Path) -> None:
+    """Version 8 moves last_seq out of the runs rows into run_seqs: every run keeps its
+    value, a run inserted afterwards gets its row at 0, and deleting a run takes its
+    row with it."""
+    from outlast.store.sql import migrations
+
+    path = tmp_path / "outlast.db"
+    con = sqlite3.connect(path)
+    for _, script in migrations("sqlite")[:7]:
+        con.executescript(script)
+    con.executescript("""
+        CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
+            applied_at REAL NOT NULL DEFAULT (julianday('now')));
+        INSERT INTO schema_migrations (version) VALUES (1), (2), (3), (4), (5), (6), (7);
+        INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('o', 't', 1, 1);
+    """)
+    history = "x" * 40_000  # a row over overflow pages, as a resent history makes
+    for rid, seq in ((1, 0), (2, 7), (3, 40_000)):
+        con.execute(
+            "INSERT INTO runs (rid, owner, id, tid, thread_id, agent, status, "
+            "idempotency_key, fingerprint, input, options, created_at, last_seq) "
+            "VALUES (?, 'o', ?, 1, 't', 'demo', 'succeeded', ?, 'f', ?, '{}', 1, ?)",
+            (rid, f"r{rid}", f"r{rid}", history, seq))
+    con.commit()
+    con.close()
+
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        assert [(r.id, r.last_seq, len(r.input_json or "")) for r in
+                await store.list_runs(1, 10, None)] == \
+            [("r3", 40_000, 40_000), ("r2", 7, 40_000), ("r1", 0, 40_000)]
+        run = await store.get_run("o", "r2")
+        assert run is not None and run.last_seq == 7
+    finally:
+        await store.close()
+    con = sqlite3.connect(path)
+    try:
+        assert "last_seq" not in [r[1] for r in con.execute("PRAGMA table_info(runs)")]
+        con.execute("PRAGMA foreign_keys = ON")
+        con.execute(
+            "INSERT INTO runs (rid, owner, id, tid, thread_id, agent, status, "
+            "idempotency_key, fingerprint, input, options, created_at) "
+            "VALUES (4, 'o', 'r4', 1, 't', 'demo', 'queued', 'r4', 'f', '{}', '{}', 1)")
+        con.execute("DELETE FROM runs WHERE rid = 2")
+        assert con.execute("SELECT rid, last_seq FROM run_seqs ORDER BY rid").fetchall() == \
+            [(1, 0), (3, 40_000), (4, 0)]
+    finally:
+        con.close()

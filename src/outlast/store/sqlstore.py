@@ -413,10 +413,10 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                             webhooks: Sequence[WebhookWrite] = ()) -> bool:
         now = time.time()
         async with self._write() as c:
-            row = await c.one("run_cancel_queued", rid=rid, now=now, outcome=dumps(outcome),
-                              last_seq=len(events))
+            row = await c.one("run_cancel_queued", rid=rid, now=now, outcome=dumps(outcome))
             if row is None:
                 return False
+            await c.run("run_seq_set", rid=rid, last_seq=len(events))
             await insert_webhooks(c, rid, webhooks, now)
             await c.many("event_insert", [
                 {"rid": rid, "seq": i + 1, "boundary": 1, "body": body}

@@ -131,6 +131,10 @@ UPDATE runs SET status = :status, outcome = :outcome, error = :error, finished_a
     lease_owner = NULL, lease_expires_at = NULL
 WHERE rid = :rid;
 
+-- name: run_seq_set
+-- Set a run's last seq outside a commit of the writer (a queued run cancelled).
+UPDATE runs SET last_seq = :last_seq WHERE rid = :rid;
+
 -- name: run_request_cancel
 -- Ask an active run to stop (idempotent).
 UPDATE runs SET cancel_requested = 1 WHERE rid = :rid AND status IN ('queued', 'running');

@@ -80,17 +80,17 @@ WHERE runs.rid = b.rid AND runs.rid = run.rid AND runs.lease_owner = b.instance
 RETURNING runs.rid;
 
 -- name: run_cancel_queued
--- Cancel a run that never started, writing its two events' worth of seq
--- (thread row first, as admission locks).
+-- Cancel a run that never started (run_seq_set then counts the events it is given;
+-- thread row first, as admission locks).
 WITH thread AS (
     SELECT t.tid FROM threads t
     WHERE t.tid = (SELECT r.tid FROM runs r WHERE r.rid = :rid)
     FOR NO KEY UPDATE)
 UPDATE runs SET status = 'cancelled', finished_at = :now, outcome = :outcome,
-    cancel_requested = 1, last_seq = :last_seq
+    cancel_requested = 1
 FROM thread
 WHERE runs.rid = :rid AND runs.tid = thread.tid AND runs.status = 'queued'
-RETURNING runs.*;
+RETURNING runs.tid;
 
 -- name: run_holds_lease
 -- Fencing check before journaling an effect; the share lock keeps a takeover

@@ -1,6 +1,46 @@
 -- Queries whose SQLite form differs from the shared ones in ../queries.sql.
 -- One process owns the file and BEGIN IMMEDIATE serializes every writer, so these
 -- need no row locks.
+--
+-- A run's last_seq lives in run_seqs, not in its runs row (0008_run_seqs.sql): every
+-- query that reads a whole run takes it from there, as last_seq.
+
+-- name: runs_active_for_thread
+-- The thread's queued and running runs, oldest first.
+SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
+WHERE r.tid = :tid AND r.status IN ('queued', 'running') ORDER BY r.rid;
+
+-- name: run_get
+-- A run by owner and id.
+SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
+WHERE r.owner = :owner AND r.id = :id;
+
+-- name: run_get_rid
+-- A run by its internal key.
+SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid WHERE r.rid = :rid;
+
+-- name: run_insert
+-- Admit a run (the runs_seq trigger gives it its run_seqs row, at 0).
+INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
+                  input, options, created_at)
+VALUES (:owner, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
+        :input, :options, :now)
+RETURNING *, 0 AS last_seq;
+
+-- name: runs_list_thread
+-- A thread's runs, newest first, keyset-paginated.
+SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
+WHERE r.tid = :tid AND (CAST(:before_rid AS BIGINT) IS NULL OR r.rid < :before_rid)
+ORDER BY r.rid DESC LIMIT :limit;
+
+-- name: fork_runs_upto
+-- A thread's runs up to and including one, in the order they ran.
+SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
+WHERE r.tid = :tid AND r.rid <= :rid ORDER BY r.rid;
+
+-- name: run_seq_set
+-- Set a run's last seq outside a commit of the writer (a queued run cancelled).
+UPDATE run_seqs SET last_seq = :last_seq WHERE rid = :rid;
 
 -- name: thread_lock
 -- Serialize admissions on one thread (SQLite: BEGIN IMMEDIATE already does).
@@ -15,7 +55,7 @@ WHERE rid IN (
     WHERE r.status = 'queued'
       AND r.rid = (SELECT MIN(q.rid) FROM runs q WHERE q.tid = r.tid AND q.status IN ('queued', 'running'))
     ORDER BY r.rid LIMIT :limit)
-RETURNING *;
+RETURNING *, (SELECT s.last_seq FROM run_seqs s WHERE s.rid = runs.rid) AS last_seq;
 
 -- name: run_claim_expired
 -- Take over running runs whose lease expired (or, with :all_foreign, every run
@@ -27,7 +67,7 @@ WHERE rid IN (
       AND (lease_owner IS NULL OR lease_expires_at < :now
            OR (:all_foreign = 1 AND lease_owner <> :instance))
     ORDER BY rid LIMIT :limit)
-RETURNING *;
+RETURNING *, (SELECT s.last_seq FROM run_seqs s WHERE s.rid = runs.rid) AS last_seq;
 
 -- name: run_renew_leases
 -- Heartbeat: extend the leases this instance holds (only those of :rids, a JSON
@@ -41,20 +81,23 @@ RETURNING rid, attempts, cancel_requested;
 -- Fencing (G2, G8) for a whole commit: each run of :batch (a JSON array of
 -- [rid, instance, attempt, prev_seq, last_seq]) moves its last_seq only when this
 -- attempt holds the lease and its view of last_seq is current; the rids that did.
-UPDATE runs SET last_seq = b.last_seq
+-- A commit writes the narrow run_seqs pages, and reads the leases from runs_fence,
+-- not from the runs rows (a long input puts the lease columns on overflow pages).
+UPDATE run_seqs SET last_seq = b.last_seq
 FROM (SELECT value->>0 AS rid, value->>1 AS instance, value->>2 AS attempt,
              value->>3 AS prev_seq, value->>4 AS last_seq
       FROM json_each(:batch)) AS b
-WHERE runs.rid = b.rid AND runs.lease_owner = b.instance AND runs.attempts = b.attempt
-  AND runs.status = 'running' AND runs.last_seq = b.prev_seq
-RETURNING runs.rid;
+JOIN runs INDEXED BY runs_fence ON runs.rid = b.rid
+WHERE run_seqs.rid = b.rid AND runs.lease_owner = b.instance AND runs.attempts = b.attempt
+  AND runs.status = 'running' AND run_seqs.last_seq = b.prev_seq
+RETURNING run_seqs.rid;
 
 -- name: run_cancel_queued
--- Cancel a run that never started, writing its two events' worth of seq.
+-- Cancel a run that never started (run_seq_set then counts the events it is given).
 UPDATE runs SET status = 'cancelled', finished_at = :now, outcome = :outcome,
-    cancel_requested = 1, last_seq = :last_seq
+    cancel_requested = 1
 WHERE rid = :rid AND status = 'queued'
-RETURNING *;
+RETURNING tid;
 
 -- name: run_holds_lease
 -- Fencing check before journaling an effect.
@@ -69,6 +112,12 @@ SELECT MAX(seq) AS last_seq, COUNT(*) AS n,
 FROM (SELECT seq, body FROM events WHERE rid = :rid AND seq > :after ORDER BY seq LIMIT :limit);
 
 -- retention --
+
+-- name: runs_compactable
+-- Final runs whose events are still kept and that ended before the cutoff, oldest first.
+SELECT r.rid, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
+WHERE r.compacted_at IS NULL AND r.finished_at IS NOT NULL AND r.finished_at < :cutoff
+ORDER BY r.finished_at LIMIT :limit;
 
 -- name: runs_mark_compacted
 -- Mark runs (a JSON array of rids) compacted: their events answer 410 from now on.
