@@ -48,11 +48,13 @@ SELECT * FROM threads WHERE owner = :owner AND id = :id;
 
 -- name: run_claim_queued
 -- Lease the oldest queued run of every thread that has none running (one statement).
+-- The status IN term is the runs_active index's own condition: SQLite uses a partial
+-- index only for a query that repeats it, and otherwise read every run ever admitted.
 UPDATE runs SET status = 'running', lease_owner = :instance, lease_expires_at = :expires,
     attempts = attempts + 1, started_at = COALESCE(started_at, :now)
 WHERE rid IN (
     SELECT r.rid FROM runs r
-    WHERE r.status = 'queued'
+    WHERE r.status IN ('queued', 'running') AND r.status = 'queued'
       AND r.rid = (SELECT MIN(q.rid) FROM runs q WHERE q.tid = r.tid AND q.status IN ('queued', 'running'))
     ORDER BY r.rid LIMIT :limit)
 RETURNING *, (SELECT s.last_seq FROM run_seqs s WHERE s.rid = runs.rid) AS last_seq;
