@@ -6,7 +6,8 @@ should cost more for that. In process, on two real SQLite files (``synchronous=F
 open side by side:
 
 - ``grown``: 10,000 finished runs whose clients resent an 8 KB history (each record a
-  few pages), 3,000 of them earlier turns of the thread the turns go to;
+  few pages), 3,000 of them earlier turns of the thread the turns go to, each of those
+  with an approval (an interrupt) answered;
 - ``new`` (the baseline): an empty file, the turns going to one new thread.
 
 A turn is timed in two parts, alternating between the stores: its admission
@@ -61,6 +62,13 @@ def grow(path: Path) -> None:
             "VALUES (?, ?, ?, ?, 'bench', 'succeeded', ?, 'f', ?, '{}', 1, 1, 2, 1)",
             [(OWNER, run_id, tids[thread_id], thread_id, run_id, text)
              for run_id, thread_id in rows])
+        # Each earlier turn asked for an approval, answered since (an agent whose tools
+        # need one raises an interrupt every turn).
+        con.executemany(
+            "INSERT INTO interrupts (tid, id, rid, run_id, body, status, answered_at) "
+            "SELECT tid, 'approve-' || id, rid, id, '{}', 'resolved', 2 FROM runs "
+            "WHERE thread_id = ? AND id = ?",
+            [("turns", f"turn-{i}") for i in range(ON_THREAD)])
         con.commit()
     finally:
         con.close()

@@ -76,3 +76,9 @@ async def test_no_query_reads_what_grows_with_history(tmp_path: Path) -> None:
     for name in ("runs_active_for_thread", "run_claim_queued", "thread_refresh_status"):
         lookups = [d for d in found[name] if "runs_thread" in d]
         assert lookups and "runs_thread_active" in lookups[0], (name, found[name])
+    # And a thread's pending interrupts, from the index of pending ones, not from every
+    # interrupt the thread raised (an agent may ask for an approval every turn).
+    for name in ("interrupts_pending_for_thread", "thread_refresh_status"):
+        lookups = [d for d in found[name] if " interrupts" in d or " i " in d]
+        assert lookups and all("interrupts_pending" in d for d in lookups), \
+            (name, found[name])
