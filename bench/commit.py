@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.agents import BenchAgent, bench_input, resent_history
-from bench.common import median, parser, report
+from bench.common import alternating, median, parser, report
 from outlast.config import Settings
 from outlast.engine.runtime import Engine, RunOptions
 from outlast.protocol.jsonutil import dumps
@@ -100,18 +100,10 @@ async def measure(n: int, commits: int, warm: int) -> dict[str, Any]:
         try:
             sets = {kind: Runs(engine, await running(engine, kind, n))
                     for kind in ("history", "short")}
-            for _ in range(warm):
-                for s in sets.values():
-                    await s.commit()
-            out: dict[str, Any] = {kind: {"ms": [], "bytes": []} for kind in sets}
-            for _ in range(commits):  # alternating, so drift hits both alike
-                for kind, s in sets.items():
-                    ms, nbytes = await s.commit()
-                    out[kind]["ms"].append(ms)
-                    out[kind]["bytes"].append(nbytes)
+            return await alternating({kind: s.commit for kind, s in sets.items()},
+                                     ("ms", "bytes"), commits, warm)
         finally:
             await store.close()
-    return out
 
 
 async def main_async(n: int, quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]]:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +122,22 @@ async def read_stream(c: httpx.AsyncClient, method: str, url: str, *,
         elapsed = time.perf_counter() - start
         return StreamStats(resp.status_code, frames, nbytes, elapsed, first_id,
                            dict(resp.headers))
+
+
+async def alternating(steps: Mapping[str, Callable[[], Awaitable[Sequence[float]]]],
+                      parts: Sequence[str], reps: int, warm: int) -> dict[str, Any]:
+    """Each case's step ``warm`` times, then ``reps`` times with the cases alternating
+    (so drift hits them alike); each step returns one sample per part. The samples,
+    by case and part."""
+    for _ in range(warm):
+        for step in steps.values():
+            await step()
+    out: dict[str, Any] = {case: {part: [] for part in parts} for case in steps}
+    for _ in range(reps):
+        for case, step in steps.items():
+            for part, sample in zip(parts, await step(), strict=True):
+                out[case][part].append(sample)
+    return out
 
 
 def median(values: Sequence[float]) -> float:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.agents import BenchAgent, bench_input
-from bench.common import median, parser, report
+from bench.common import alternating, median, parser, report
 from outlast.config import Settings
 from outlast.engine.runtime import Engine, RunOptions
 from outlast.protocol.jsonutil import dumps
@@ -127,19 +127,11 @@ async def measure(turns: int) -> dict[str, Any]:
         for name, store in stores.items():
             await store.open(grown=name == "grown")
         try:
-            for _ in range(10):  # warm-up
-                for store in stores.values():
-                    await store.one_turn()
-            out: dict[str, Any] = {name: {"admit": [], "end": []} for name in stores}
-            for _ in range(turns):  # alternating, so drift hits both alike
-                for name, store in stores.items():
-                    admit, end = await store.one_turn()
-                    out[name]["admit"].append(admit)
-                    out[name]["end"].append(end)
+            return await alternating({name: s.one_turn for name, s in stores.items()},
+                                     ("admit", "end"), turns, 10)
         finally:
             for store in stores.values():
                 await store.close()
-    return out
 
 
 async def main_async(quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]]:

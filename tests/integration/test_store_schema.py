@@ -101,6 +101,20 @@ async def postgres_schema(url: str) -> Schema:
         await con.close()
 
 
+def sqlite_at_version(path: Path, version: int) -> sqlite3.Connection:
+    """A SQLite file as an older release left it: migrations 1 to ``version`` applied."""
+    from outlast.store.sql import migrations
+
+    con = sqlite3.connect(path)
+    for _, script in migrations("sqlite")[:version]:
+        con.executescript(script)
+    con.executescript("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+                      "applied_at REAL NOT NULL DEFAULT (julianday('now')))")
+    con.executemany("INSERT INTO schema_migrations (version) VALUES (?)",
+                    [(v,) for v in range(1, version + 1)])
+    return con
+
+
 @pytest.mark.postgres
 async def test_both_backends_migrate_to_the_same_schema(tmp_path: Path, pg_url: str) -> None:
     path = tmp_path / "outlast.db"
@@ -172,14 +186,7 @@ async def test_a_version_6_sqlite_log_moves_to_append_order_whole(tmp_path: Path
     from outlast.store.sql import migrations
 
     path = tmp_path / "outlast.db"
-    con = sqlite3.connect(path)
-    for _, script in migrations("sqlite")[:6]:
-        con.executescript(script)
-    con.executescript("""
-        CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
-            applied_at REAL NOT NULL DEFAULT (julianday('now')));
-        INSERT INTO schema_migrations (version) VALUES (1), (2), (3), (4), (5), (6);
-    """)
+    con = sqlite_at_version(path, 6)
     assert con.execute("SELECT sql FROM sqlite_master WHERE name = 'events'"
                        ).fetchone()[0].rstrip().endswith("WITHOUT ROWID")
     con.execute("INSERT INTO threads (owner, id, created_at, updated_at) "
@@ -227,18 +234,10 @@ async def test_a_version_7_sqlite_file_keeps_every_runs_last_seq(tmp_path: Path)
     """Version 8 moves last_seq out of the runs rows into run_seqs: every run keeps its
     value, a run inserted afterwards gets its row at 0, and deleting a run takes its
     row with it."""
-    from outlast.store.sql import migrations
-
     path = tmp_path / "outlast.db"
-    con = sqlite3.connect(path)
-    for _, script in migrations("sqlite")[:7]:
-        con.executescript(script)
-    con.executescript("""
-        CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
-            applied_at REAL NOT NULL DEFAULT (julianday('now')));
-        INSERT INTO schema_migrations (version) VALUES (1), (2), (3), (4), (5), (6), (7);
-        INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('o', 't', 1, 1);
-    """)
+    con = sqlite_at_version(path, 7)
+    con.execute("INSERT INTO threads (owner, id, created_at, updated_at) "
+                "VALUES ('o', 't', 1, 1)")
     history = "x" * 40_000  # a row over overflow pages, as a resent history makes
     for rid, seq in ((1, 0), (2, 7), (3, 40_000)):
         con.execute(
