@@ -67,8 +67,8 @@ def grow(path: Path) -> None:
         con.executemany(
             "INSERT INTO interrupts (tid, id, rid, run_id, body, status, answered_at) "
             "SELECT tid, 'approve-' || id, rid, id, '{}', 'resolved', 2 FROM runs "
-            "WHERE thread_id = ? AND id = ?",
-            [("turns", f"turn-{i}") for i in range(ON_THREAD)])
+            "WHERE owner = ? AND id = ?",
+            [(OWNER, f"turn-{i}") for i in range(ON_THREAD)])
         con.commit()
     finally:
         con.close()
@@ -135,7 +135,7 @@ async def measure(turns: int) -> dict[str, Any]:
 
 
 async def main_async(quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]]:
-    r = await measure(30 if quick else 200)
+    r = await measure(100 if quick else 400)
     rows: list[tuple[str, ...]] = [("part of a turn", "new store ms (p10-p90)",
                                     f"grown store ms ({RUNS:,} runs, {ON_THREAD:,} on the thread)",
                                     "grown / new", f"≤ {TARGET}")]
