@@ -12,23 +12,27 @@ own call), after each run has a few dozen events already:
   ``bench.agents.resent_history``), as a real client's does;
 - ``short`` (the baseline): each run's input is one short message.
 
-Per commit: wall time, and bytes the process wrote (``/proc/self/io``, the WAL and its
-fsyncs included). Target: a resent history costs a commit no more than a short input,
-within 1.2x, in both.
+Per commit: wall time, and bytes written (SQLite: what the process passed to write
+calls, ``/proc/self/io``, the WAL included; PostgreSQL: how far the commit moved the
+WAL). The same on a throwaway PostgreSQL cluster when its server binaries are installed
+(``tests/support/postgres.py``), else skipped with the reason. Target: a resent history
+costs a commit no more than a short input, within 1.2x, in both.
 
-    python -m bench.commit [--quick] [--runs 300]
+    python -m bench.commit [--quick] [--runs 300] [--no-postgres]
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from bench.agents import BenchAgent, bench_input, resent_history
-from bench.common import alternating, median, parser, report
+from bench.common import alternating, median, parser, postgres_cluster, report
 from outlast.config import Settings
 from outlast.engine.runtime import Engine, RunOptions
 from outlast.protocol.jsonutil import dumps
@@ -40,12 +44,24 @@ OWNER = "local"
 HISTORY = 60
 
 
-def written() -> int:
-    """Bytes this process has passed to write calls so far."""
+def _wchar() -> int:
     for line in Path("/proc/self/io").read_text().splitlines():
         if line.startswith("wchar:"):
             return int(line.split()[1])
     raise RuntimeError("no wchar in /proc/self/io")
+
+
+async def process_written() -> int:
+    """Bytes this process has passed to write calls so far (SQLite writes in process)."""
+    return _wchar()
+
+
+def wal_written(con: Any) -> Callable[[], Awaitable[int]]:
+    """Where PostgreSQL's WAL is, in bytes, read on a connection of its own."""
+    async def position() -> int:
+        return int(await con.fetchval(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint"))
+    return position
 
 
 async def running(engine: Engine, kind: str, n: int) -> list[RunRecord]:
@@ -67,9 +83,11 @@ async def running(engine: Engine, kind: str, n: int) -> list[RunRecord]:
 class Runs:
     """One set of leased runs and where each one's log is."""
 
-    def __init__(self, engine: Engine, runs: list[RunRecord]) -> None:
+    def __init__(self, engine: Engine, runs: list[RunRecord],
+                 written: Callable[[], Awaitable[int]]) -> None:
         self.engine = engine
         self.runs = runs
+        self.written = written
         self.seq = {r.rid: r.last_seq for r in runs}
 
     async def commit(self) -> tuple[float, int]:
@@ -82,35 +100,42 @@ class Runs:
             batch.append(RunWrite(rid=r.rid, tid=r.tid, run_id=r.id, attempt=r.attempts,
                                   instance=self.engine.instance, prev_seq=seq,
                                   events=[StoredEvent(seq + 1, False, body)]))
-        before = written()
+        before = await self.written()
         t0 = time.perf_counter()
         fenced = await self.engine.store.write(batch)
         elapsed = (time.perf_counter() - t0) * 1000
         assert not fenced
         for r in self.runs:
             self.seq[r.rid] += 1
-        return elapsed, written() - before
+        return elapsed, await self.written() - before
 
 
-async def measure(n: int, commits: int, warm: int) -> dict[str, Any]:
+async def measure(url: str | None, n: int, commits: int, warm: int) -> dict[str, Any]:
+    """Both sets on one store: SQLite in a temporary directory, or PostgreSQL at ``url``."""
     with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp:
-        store = open_store(None, Path(tmp))
+        store = open_store(url, Path(tmp))
         engine = Engine(Settings(data_dir=Path(tmp)), store, {"bench": BenchAgent()})
         await store.open()
+        side = None
         try:
-            sets = {kind: Runs(engine, await running(engine, kind, n))
+            written = process_written
+            if url is not None:
+                import asyncpg
+
+                side = await asyncpg.connect(url)
+                written = wal_written(side)
+            sets = {kind: Runs(engine, await running(engine, kind, n), written)
                     for kind in ("history", "short")}
             return await alternating({kind: s.commit for kind, s in sets.items()},
                                      ("ms", "bytes"), commits, warm)
         finally:
+            if side is not None:
+                await side.close()
             await store.close()
 
 
-async def main_async(n: int, quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]]:
-    r = await measure(n, 20 if quick else 100, 10 if quick else 40)
-    rows: list[tuple[str, ...]] = [(
-        "runs' inputs", "runs per commit", "ms per commit (p10-p90)", "µs per run",
-        "KB written per run", "time vs short", "bytes vs short", f"≤ {TARGET}")]
+def table_rows(backend: str, r: dict[str, Any], n: int) -> list[tuple[str, ...]]:
+    out = []
     base_ms, base_bytes = median(r["short"]["ms"]), median(r["short"]["bytes"])
     for kind, label in (("history", f"{HISTORY}-message history"), ("short", "short")):
         ms = sorted(r[kind]["ms"])
@@ -118,21 +143,43 @@ async def main_async(n: int, quick: bool) -> tuple[dict[str, Any], list[tuple[st
         r[kind]["ratio_ms"] = median(ms) / base_ms
         r[kind]["ratio_bytes"] = nbytes / base_bytes
         ok = r[kind]["ratio_ms"] <= TARGET and r[kind]["ratio_bytes"] <= TARGET
-        rows.append((label, str(n), f"{median(ms):.2f} ({ms[len(ms) // 10]:.2f}-"
-                     f"{ms[(len(ms) * 9) // 10]:.2f})", f"{median(ms) / n * 1000:.1f}",
-                     f"{nbytes / n / 1024:.1f}", f"{r[kind]['ratio_ms']:.2f}",
-                     f"{r[kind]['ratio_bytes']:.2f}", "" if kind == "short" else
-                     ("yes" if ok else "NO")))
-    r["runs"] = n
-    return r, rows
+        out.append((backend, label, str(n), f"{median(ms):.2f} ({ms[len(ms) // 10]:.2f}-"
+                    f"{ms[(len(ms) * 9) // 10]:.2f})", f"{median(ms) / n * 1000:.1f}",
+                    f"{nbytes / n / 1024:.1f}", f"{r[kind]['ratio_ms']:.2f}",
+                    f"{r[kind]['ratio_bytes']:.2f}", "" if kind == "short" else
+                    ("yes" if ok else "NO")))
+    return out
+
+
+async def main_async(n: int, quick: bool, postgres: Any,
+                     ) -> tuple[dict[str, Any], list[tuple[str, ...]]]:
+    commits, warm = (20, 10) if quick else (100, 40)
+    rows: list[tuple[str, ...]] = [(
+        "backend", "runs' inputs", "runs per commit", "ms per commit (p10-p90)",
+        "µs per run", "KB written per run", "time vs short", "bytes vs short", f"≤ {TARGET}")]
+    results: dict[str, Any] = {"runs": n}
+    backends = [("SQLite", None)]
+    if postgres is not None:
+        backends.append(("PostgreSQL", postgres.fresh_database("commit")))
+    for backend, url in backends:
+        results[backend] = await measure(url, n, commits, warm)
+        rows += table_rows(backend, results[backend], n)
+    return results, rows
 
 
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--runs", type=int, default=300, help="runs in each commit")
+    p.add_argument("--no-postgres", action="store_true")
     ns = p.parse_args()
-    results, rows = asyncio.run(main_async(100 if ns.quick and ns.runs == 300 else ns.runs,
-                                           ns.quick))
+    n = 100 if ns.quick and ns.runs == 300 else ns.runs
+    with contextlib.ExitStack() as stack:
+        cluster, skipped = (None, "PostgreSQL: skipped (--no-postgres)") if ns.no_postgres \
+            else stack.enter_context(postgres_cluster())
+        results, rows = asyncio.run(main_async(n, ns.quick, cluster))
+    if skipped:
+        print(skipped)
+    results["skipped"] = skipped
     report("commit cost per run", results, rows, ns.json)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,26 @@ async def alternating(steps: Mapping[str, Callable[[], Awaitable[Sequence[float]
             for part, sample in zip(parts, await step(), strict=True):
                 out[case][part].append(sample)
     return out
+
+
+@contextlib.contextmanager
+def postgres_cluster() -> Iterator[tuple[Any, str]]:
+    """A durable throwaway PostgreSQL cluster (``tests/support/postgres.py``) for the
+    block, or None with the reason a bench skips PostgreSQL."""
+    from tests.support.postgres import PostgresCluster, PostgresUnavailable, find_bindir
+
+    if find_bindir() is None:
+        yield None, "PostgreSQL: skipped (no initdb/postgres binaries found)"
+        return
+    try:
+        cluster = PostgresCluster.start_new(durable=True)
+    except PostgresUnavailable as exc:
+        yield None, f"PostgreSQL: skipped ({exc})"
+        return
+    try:
+        yield cluster, ""
+    finally:
+        cluster.stop()
 
 
 def median(values: Sequence[float]) -> float:
