@@ -271,3 +271,41 @@ async def test_a_version_7_sqlite_file_keeps_every_runs_last_seq(tmp_path: Path)
             [(1, 0), (3, 40_000), (4, 0)]
     finally:
         con.close()
+
+
+@pytest.mark.postgres
+async def test_a_postgres_run_record_stays_narrow_whatever_its_input(pg_url: str) -> None:
+    """Every commit rewrites the runs row of every run in it (its last_seq): a resent
+    history, which compresses well below PostgreSQL's 2 KB threshold, must still leave
+    the row (schema 11)."""
+    import json
+
+    import asyncpg
+
+    history = json.dumps({"messages": [
+        {"id": f"m{i}", "role": "user", "content": "How is the repository laid out? " * 16}
+        for i in range(60)]})
+    assert len(history) > 30_000
+    con = await asyncpg.connect(pg_url)
+    try:
+        await con.execute(
+            "INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('o', 't', 1, 1)")
+        for run_id, text in (("long", history), ("short", '{"messages": []}')):
+            await con.execute(
+                "INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, "
+                "fingerprint, input, options, created_at) VALUES ('o', $1, "
+                "(SELECT tid FROM threads), 't', 'demo', 'running', $1, 'f', $2, '{}', 1)",
+                run_id, text)
+        await con.execute("UPDATE runs SET last_seq = last_seq + 1")  # as a commit does
+        # The long input, compressed to about 1 KB, lives in the TOAST table: the row
+        # keeps a pointer. (pg_column_size of a whole row would not tell: making the
+        # row a value inlines what is out of line.)
+        toast = await con.fetchval(
+            "SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'runs'")
+        out_of_line = await con.fetchval(f"SELECT count(DISTINCT chunk_id) FROM {toast}")
+        compressed = await con.fetchval(
+            "SELECT pg_column_size(input) FROM runs WHERE id = 'long'")
+    finally:
+        await con.close()
+    assert compressed < 2000  # small enough that PostgreSQL alone would keep it inline
+    assert out_of_line == 1
