@@ -32,7 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.agents import BenchAgent, bench_input, resent_history
-from bench.common import alternating, median, parser, postgres_cluster, report
+from bench.common import (
+    alternating,
+    median,
+    median_p10_p90,
+    parser,
+    postgres_cluster,
+    report,
+    started_run,
+)
 from outlast.config import Settings
 from outlast.engine.runtime import Engine, RunOptions
 from outlast.protocol.jsonutil import dumps
@@ -73,10 +81,7 @@ async def running(engine: Engine, kind: str, n: int) -> list[RunRecord]:
         body = bench_input(thread_id, run_id, 10)
         if kind == "history":
             body["messages"] = [*resent_history(run_id, HISTORY), *body["messages"]]
-        admitted = await engine.admit(OWNER, "bench", body, RunOptions())
-        [run] = [r for r in admitted.claimed if r.rid == admitted.run.rid]
-        runs.append(run)
-    assert all(r.status == "running" and r.last_seq == 1 for r in runs)
+        runs.append(started_run(await engine.admit(OWNER, "bench", body, RunOptions())))
     return runs
 
 
@@ -138,13 +143,12 @@ def table_rows(backend: str, r: dict[str, Any], n: int) -> list[tuple[str, ...]]
     out = []
     base_ms, base_bytes = median(r["short"]["ms"]), median(r["short"]["bytes"])
     for kind, label in (("history", f"{HISTORY}-message history"), ("short", "short")):
-        ms = sorted(r[kind]["ms"])
+        ms = r[kind]["ms"]
         nbytes = median(r[kind]["bytes"])
         r[kind]["ratio_ms"] = median(ms) / base_ms
         r[kind]["ratio_bytes"] = nbytes / base_bytes
         ok = r[kind]["ratio_ms"] <= TARGET and r[kind]["ratio_bytes"] <= TARGET
-        out.append((backend, label, str(n), f"{median(ms):.2f} ({ms[len(ms) // 10]:.2f}-"
-                    f"{ms[(len(ms) * 9) // 10]:.2f})", f"{median(ms) / n * 1000:.1f}",
+        out.append((backend, label, str(n), median_p10_p90(ms), f"{median(ms) / n * 1000:.1f}",
                     f"{nbytes / n / 1024:.1f}", f"{r[kind]['ratio_ms']:.2f}",
                     f"{r[kind]['ratio_bytes']:.2f}", "" if kind == "short" else
                     ("yes" if ok else "NO")))

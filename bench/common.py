@@ -16,9 +16,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from outlast.store.base import AdmitResult, RunRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = "outlast serving on "
@@ -141,6 +144,14 @@ async def alternating(steps: Mapping[str, Callable[[], Awaitable[Sequence[float]
     return out
 
 
+def started_run(admitted: AdmitResult) -> RunRecord:
+    """The run an admission created, as ``Engine.admit`` leaves it on a free thread:
+    leased to the admitting engine and started by its claim (``RUN_STARTED`` logged)."""
+    [run] = [r for r in admitted.claimed if r.rid == admitted.run.rid]
+    assert run.status == "running" and run.last_seq == 1, run
+    return run
+
+
 @contextlib.contextmanager
 def postgres_cluster() -> Iterator[tuple[Any, str]]:
     """A durable throwaway PostgreSQL cluster (``tests/support/postgres.py``) for the
@@ -163,6 +174,17 @@ def postgres_cluster() -> Iterator[tuple[Any, str]]:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
+
+
+def p10_p90(values: Sequence[float], digits: int = 2) -> str:
+    """The 10th to the 90th percentile of ``values``, as ``a-b``."""
+    v = sorted(values)
+    return f"{v[len(v) // 10]:.{digits}f}-{v[(len(v) * 9) // 10]:.{digits}f}"
+
+
+def median_p10_p90(values: Sequence[float], digits: int = 2) -> str:
+    """The median of ``values`` with its 10th to 90th percentiles, as ``m (a-b)``."""
+    return f"{median(values):.{digits}f} ({p10_p90(values, digits)})"
 
 
 def spread(values: Sequence[float]) -> tuple[float, float]:

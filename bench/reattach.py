@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from bench.agents import bench_input, long_input
-from bench.common import Server, client, finished_run, median, parser, read_stream, report
+from bench.common import Server, client, finished_run, median, p10_p90, parser, read_stream, report
 from bench.plot import line_chart
 
 TARGET_MS = 5.0
@@ -95,13 +95,8 @@ async def main_async(quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]
         ms = sorted(r["ms"])
         r["median"] = median(ms)
         ok = "" if name.startswith("floor") else ("yes" if r["median"] <= TARGET_MS else "NO")
-        rows.append((name, str(len(ms)), f"{r['median']:.2f}", pct(ms), ok))
+        rows.append((name, str(len(ms)), f"{r['median']:.2f}", p10_p90(ms), ok))
     return results, rows
-
-
-def pct(ms: list[float]) -> str:
-    ms = sorted(ms)
-    return f"{ms[len(ms) // 10]:.2f}-{ms[(len(ms) * 9) // 10]:.2f}"
 
 
 # -- inside one 100,000-event text message ---------------------------------------------
@@ -235,7 +230,7 @@ def long_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
         for where, p in r["points"].items():
             label = "inside the message" if where[0].isdigit() else where
             rows.append((backend, f"{label} ({p['after']:,})", str(len(p["ms"])),
-                         f"{p['median']:.2f}", pct(p["ms"]), f"≤ {TARGET_MS:g} ms",
+                         f"{p['median']:.2f}", p10_p90(p["ms"]), f"≤ {TARGET_MS:g} ms",
                          "yes" if p["median"] <= TARGET_MS else "NO"))
         bf, be = r["burst_first"], r["burst_end"]
         wall = median(bf["wall_ms"])

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.agents import BenchAgent, bench_input
-from bench.common import median, parser, report
+from bench.common import median, median_p10_p90, parser, report
 from outlast.config import Settings
 from outlast.engine.execution import RunExecution
 from outlast.engine.runtime import Engine, RunOptions
@@ -162,10 +162,8 @@ async def main_async(quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]
                                                strict=True)]
                 else:
                     v = r[m][part]
-                v = sorted(v)
                 medians.append(median(v))
-                cells.append(f"{median(v):.3f} ({v[len(v) // 10]:.3f}-"
-                             f"{v[(len(v) * 9) // 10]:.3f})")
+                cells.append(median_p10_p90(v, 3))
             growth = medians[1] / medians[0]
             r[f"growth_{part}"] = growth
             label = {"snapshot_write": "_snapshot_write (take_changes + JSON)",
