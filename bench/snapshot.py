@@ -45,8 +45,13 @@ def history(count: int) -> list[tuple[str, float, str]]:
 
 
 async def leased_run(engine: Engine, thread_id: str, run_id: str) -> RunRecord:
-    """Admit a run and lease it to this engine, as the scheduler would."""
-    await engine.admit(OWNER, "bench", bench_input(thread_id, run_id, 10), RunOptions())
+    """Admit a run and lease it to this engine, as the scheduler would. The engine's
+    room is held while it admits, so the run stays queued for this bench to drive
+    rather than being started (and run by the bench agent) with its admission."""
+    with engine._reserving(engine.settings.max_runs):
+        admitted = await engine.admit(OWNER, "bench", bench_input(thread_id, run_id, 10),
+                                      RunOptions())
+    assert admitted.run.status == "queued" and not admitted.claimed, admitted.run
     runs = await engine.store.claim_queued(engine.instance, 60.0, 1)
     assert runs and runs[0].id == run_id
     return runs[0]
