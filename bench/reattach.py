@@ -16,7 +16,12 @@ connections: the time until every one of them has its first stored event (the ta
 within 2 x one reattach's median x 100 / cores), and, separately, until every one has
 read the run to its end.
 
-    python -m bench.reattach [--quick] [--only short|long] [--plot-dir DIR]
+Then a reattach to runs whose client resent a long history with its request, as AG-UI
+front ends do: 0, 60, 600 and 3,000 messages (an input of 0.2 KB to 1.8 MB, past the
+default limits, as an operator whose agents hold long sessions sets them), on SQLite
+and PostgreSQL. Target: median first event ≤ 1.2 x that of the run with no history.
+
+    python -m bench.reattach [--quick] [--only short|long|history] [--plot-dir DIR]
 """
 
 from __future__ import annotations
@@ -31,11 +36,24 @@ from typing import Any
 
 import httpx
 
-from bench.agents import bench_input, long_input
-from bench.common import Server, client, finished_run, median, p10_p90, parser, read_stream, report
+from bench.agents import bench_input, long_input, paced_input
+from bench.common import (
+    Server,
+    client,
+    finished_run,
+    median,
+    median_p10_p90,
+    p10_p90,
+    parser,
+    postgres_cluster,
+    read_stream,
+    report,
+)
 from bench.plot import line_chart
 
 TARGET_MS = 5.0
+HISTORIES = (0, 60, 600, 3000)  # resent messages (bench.agents.resent_history)
+HISTORY_TARGET = 1.2
 LONG_EVENTS = 100_000
 CONCURRENT = 100
 
@@ -257,9 +275,75 @@ def plot_long(results: dict[str, Any], path: Path) -> None:
                hline=(TARGET_MS, f"target {TARGET_MS:g} ms"))
 
 
+# -- runs whose client resent its history ----------------------------------------------
+
+
+async def measure_history(url: str, samples: int) -> dict[str, Any]:
+    """Reattach in the middle of a finished 200-event run, for each history length,
+    the lengths taken in turn so that drift hits them alike."""
+    runs: dict[int, dict[str, Any]] = {}
+    async with client(url) as c:
+        for count in HISTORIES:
+            run_id = f"history-{count}-{os.getpid()}-{time.monotonic_ns()}"
+            body = paced_input(f"thread-{run_id}", run_id, 200, rate=0, history=count)
+            stats = await read_stream(c, "POST", "/agents/paced", json=body)
+            run = (await c.get(f"/runs/{run_id}")).json()
+            if stats.status != 200 or run["status"] != "succeeded":
+                raise RuntimeError(f"history {count}: {stats.status} {run}")
+            runs[count] = {"input_bytes": len(json.dumps(body)), "ms": [],
+                           "path": f"/runs/{run_id}/events", "after": run["lastSeq"] // 2}
+        for turn in range(samples + 5):
+            for r in runs.values():
+                ms = await time_first(c, "GET", r["path"], r["after"])
+                if turn >= 5:  # warm-up
+                    r["ms"].append(ms)
+    return {str(count): r for count, r in runs.items()}
+
+
+def serve_paced(tmp: Path, name: str, *args: str) -> Server:
+    # The longest history is past the default limits (1 MiB, 1,000 messages): as set by
+    # an operator whose agents hold long sessions.
+    return Server.outlast(tmp / name, "--agent", "paced=bench.agents:paced_factory",
+                          "--max-body-bytes", str(4 << 20), "--max-messages", "4000",
+                          "--log-level", "warning", *args)
+
+
+async def history_backends(quick: bool) -> dict[str, Any]:
+    samples = 30 if quick else 200
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp:
+        with serve_paced(Path(tmp), "sqlite") as server:
+            results["SQLite"] = await measure_history(server.url, samples)
+        with postgres_cluster() as (cluster, skipped):
+            if cluster is None:
+                results["PostgreSQL"] = {"skipped": skipped}
+                return results
+            with serve_paced(Path(tmp), "pg", "--store", cluster.fresh_database("history")) \
+                    as server:
+                results["PostgreSQL"] = await measure_history(server.url, samples)
+    return results
+
+
+def history_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = [
+        ("backend", "resent messages", "input", "median ms (p10-p90)", "x no history",
+         f"≤ {HISTORY_TARGET:g}x")]
+    for backend, r in results.items():
+        if "skipped" in r:
+            rows.append((backend, r["skipped"], "", "", "", ""))
+            continue
+        base = median(r["0"]["ms"])
+        for count, h in r.items():
+            ratio = median(h["ms"]) / base
+            rows.append((backend, f"{int(count):,}", f"{h['input_bytes'] / 1000:,.1f} KB",
+                         median_p10_p90(h["ms"]), f"{ratio:.2f}x",
+                         "" if count == "0" else ("yes" if ratio <= HISTORY_TARGET else "NO")))
+    return rows
+
+
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--only", choices=["short", "long"], help="run one part")
+    p.add_argument("--only", choices=["short", "long", "history"], help="run one part")
     p.add_argument("--plot-dir", type=Path, help="write the long-message chart here (SVG)")
     p.add_argument("--long-events", type=int, default=LONG_EVENTS,
                    help="events in the long message (a smaller one for a smoke run)")
@@ -282,6 +366,12 @@ def main() -> None:
         results["long_message"] = long
         tables.append({"name": "reattach inside one 100,000-event text message",
                        "rows": lrows})
+    if ns.only in (None, "history"):
+        history = asyncio.run(history_backends(ns.quick))
+        hrows = history_rows(history)
+        report("reattach to a run with a resent history", history, hrows, None)
+        results["history"] = history
+        tables.append({"name": "reattach to a run with a resent history", "rows": hrows})
     if ns.json:
         first, *more = tables
         ns.json.write_text(json.dumps({"name": first["name"], "results": results,

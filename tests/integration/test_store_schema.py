@@ -8,6 +8,8 @@ must not drift apart.
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -54,7 +56,12 @@ def sqlite_schema(path: Path) -> Schema:
                     indexes[name] = (table, cols, bool(unique), bool(partial))
                 elif origin == "u":
                     keys.add((table, "unique", cols))
-        return {"tables": tables, "columns": columns, "indexes": indexes, "keys": keys}
+        views = {name: tuple(r[0] for r in con.execute(
+                     "SELECT name FROM pragma_table_info(?) ORDER BY cid", (name,)))
+                 for (name,) in con.execute(
+                     "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name")}
+        return {"tables": tables, "columns": columns, "indexes": indexes, "keys": keys,
+                "views": views}
     finally:
         con.close()
 
@@ -69,11 +76,16 @@ async def postgres_schema(url: str) -> Schema:
             "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' "
             "ORDER BY table_name")]
         columns: dict[str, dict[str, tuple[str, bool]]] = {t: {} for t in tables}
+        views: dict[str, tuple[str, ...]] = {}
         for r in await con.fetch(
                 "SELECT table_name, column_name, data_type, is_nullable "
-                "FROM information_schema.columns WHERE table_schema = current_schema()"):
-            columns[r["table_name"]][r["column_name"]] = (
-                POSTGRES_TYPES[r["data_type"]], r["is_nullable"] == "NO")
+                "FROM information_schema.columns WHERE table_schema = current_schema() "
+                "ORDER BY table_name, ordinal_position"):
+            if r["table_name"] in columns:
+                columns[r["table_name"]][r["column_name"]] = (
+                    POSTGRES_TYPES[r["data_type"]], r["is_nullable"] == "NO")
+            else:  # a view's
+                views[r["table_name"]] = (*views.get(r["table_name"], ()), r["column_name"])
         indexes: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {}
         keys: set[tuple[str, str, tuple[str, ...]]] = set()
         for r in await con.fetch(
@@ -96,7 +108,8 @@ async def postgres_schema(url: str) -> Schema:
                 keys.add((r["table"], "unique", cols))
             else:
                 indexes[r["name"]] = (r["table"], cols, r["unique"], r["partial"])
-        return {"tables": tables, "columns": columns, "indexes": indexes, "keys": keys}
+        return {"tables": tables, "columns": columns, "indexes": indexes, "keys": keys,
+                "views": views}
     finally:
         await con.close()
 
@@ -147,6 +160,9 @@ async def test_both_backends_migrate_to_the_same_schema(tmp_path: Path, pg_url: 
     assert lite["indexes"] == pg["indexes"]
     assert "interrupts_continuation" in pg["indexes"]
     assert lite["keys"] == pg["keys"]
+    # A run as every read but a claim sees it: all of it but its input (0012).
+    assert lite["views"] == pg["views"]
+    assert set(pg["views"]["run_records"]) == set(pg["columns"]["runs"]) - {"input"} | {"last_seq"}
 
 
 async def test_an_existing_version_1_sqlite_file_is_brought_up_to_date(tmp_path: Path) -> None:
@@ -251,9 +267,8 @@ async def test_a_version_7_sqlite_file_keeps_every_runs_last_seq(tmp_path: Path)
     store = SQLiteStore(path)
     await store.open()
     try:
-        assert [(r.id, r.last_seq, len(r.input_json or "")) for r in
-                await store.list_runs(1, 10, None)] == \
-            [("r3", 40_000, 40_000), ("r2", 7, 40_000), ("r1", 0, 40_000)]
+        assert [(r.id, r.last_seq) for r in await store.list_runs(1, 10, None)] == \
+            [("r3", 40_000), ("r2", 7), ("r1", 0)]
         run = await store.get_run("o", "r2")
         assert run is not None and run.last_seq == 7
     finally:
@@ -261,6 +276,7 @@ async def test_a_version_7_sqlite_file_keeps_every_runs_last_seq(tmp_path: Path)
     con = sqlite3.connect(path)
     try:
         assert "last_seq" not in [r[1] for r in con.execute("PRAGMA table_info(runs)")]
+        assert con.execute("SELECT DISTINCT length(input) FROM runs").fetchall() == [(40_000,)]
         con.execute("PRAGMA foreign_keys = ON")
         con.execute(
             "INSERT INTO runs (rid, owner, id, tid, thread_id, agent, status, "
@@ -278,8 +294,6 @@ async def test_a_postgres_run_record_stays_narrow_whatever_its_input(pg_url: str
     """Every commit rewrites the runs row of every run in it (its last_seq): a resent
     history, which compresses well below PostgreSQL's 2 KB threshold, must still leave
     the row (schema 11)."""
-    import json
-
     import asyncpg
 
     history = json.dumps({"messages": [
@@ -309,3 +323,86 @@ async def test_a_postgres_run_record_stays_narrow_whatever_its_input(pg_url: str
         await con.close()
     assert compressed < 2000  # small enough that PostgreSQL alone would keep it inline
     assert out_of_line == 1
+
+
+# Inputs as clients sent them, and the protocol version schema 12 reads from each.
+VERSIONED_INPUTS = [
+    ("v1", json.dumps({"protocolVersion": "1.0", "messages": [
+        {"id": "m", "role": "user", "content": "a history \u0000 " * 3000}]}), "1.0"),
+    ("v0", json.dumps({"protocolVersion": "0.3", "messages": []}), "0.3"),
+    ("none", json.dumps({"messages": []}), None),
+    ("number", json.dumps({"protocolVersion": 1, "messages": []}), None),
+]
+
+
+async def _versions_and_inputs(store: Any) -> None:
+    """Every run kept its input (the claims that start runs read it) and has the version
+    of its input in a column of its own; a run read any other way comes without it."""
+    for run_id, _, version in VERSIONED_INPUTS:
+        run = await store.get_run("o", run_id)
+        assert run is not None and run.protocol_version == version, run_id
+        assert run.input_json is None and run.input == {}
+    assert {r.id: r.protocol_version for r in await store.list_runs(1, 10, None)} == \
+        {run_id: version for run_id, _, version in VERSIONED_INPUTS}
+    claimed = await store.claim_queued("me", 60.0, 10)
+    assert [r.id for r in claimed] == ["v1"]  # the thread's oldest queued run
+    assert claimed[0].input_json == VERSIONED_INPUTS[0][1]
+    assert claimed[0].protocol_version == "1.0"
+
+
+async def test_a_version_11_sqlite_file_gets_each_runs_protocol_version(tmp_path: Path) -> None:
+    """Version 12 reads each stored input's protocolVersion into a column, so a reattach
+    need not read the input, and puts every read of a run but a claim on run_records."""
+    path = tmp_path / "outlast.db"
+    con = sqlite_at_version(path, 11)
+    con.execute("INSERT INTO threads (owner, id, created_at, updated_at) "
+                "VALUES ('o', 't', 1, 1)")
+    for run_id, text, _ in VERSIONED_INPUTS:
+        con.execute(
+            "INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, "
+            "fingerprint, input, options, created_at) "
+            "VALUES ('o', ?, 1, 't', 'demo', 'queued', ?, 'f', ?, '{}', 1)",
+            (run_id, run_id, text))
+    con.commit()
+    con.close()
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        await _versions_and_inputs(store)
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_a_version_11_postgres_database_gets_each_runs_protocol_version(
+        pg_cluster: Any) -> None:
+    import asyncpg
+
+    from outlast.store.sql import load_queries, migrations
+
+    name = f"v11_{os.getpid()}"
+    pg_cluster.psql(f"DROP DATABASE IF EXISTS {name}")
+    pg_cluster.psql(f"CREATE DATABASE {name}")
+    url = pg_cluster.url(name)
+    con = await asyncpg.connect(url)
+    try:
+        for _, script in migrations("postgres")[:11]:
+            await con.execute(script)
+        await con.execute(load_queries("postgres")["schema_migrations_create"].sql)
+        await con.executemany("INSERT INTO schema_migrations VALUES ($1, 1)",
+                              [(v,) for v in range(1, 12)])
+        await con.execute(
+            "INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('o', 't', 1, 1)")
+        for run_id, text, _ in VERSIONED_INPUTS:
+            await con.execute(
+                "INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, "
+                "fingerprint, input, options, created_at) VALUES ('o', $1, 1, 't', 'demo', "
+                "'queued', $1, 'f', $2, '{}', 1)", run_id, text)
+    finally:
+        await con.close()
+    store = PostgresStore(url, min_size=1, max_size=2)
+    await store.open()
+    try:
+        await _versions_and_inputs(store)
+    finally:
+        await store.close()

@@ -89,6 +89,12 @@ def title_of(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def protocol_version(body: Mapping[str, Any]) -> str | None:
+    """The AG-UI version the input declares (a stream's format follows it), if any."""
+    version = body.get("protocolVersion")
+    return version if isinstance(version, str) else None
+
+
 class MissingAgent(Agent):
     """Stands in for an agent a stored run names but this server does not register."""
 
@@ -234,7 +240,7 @@ class Engine(EdgeReads):
         req = AdmitRequest(
             owner=owner, thread_id=body["threadId"], run_id=body["runId"], agent=agent,
             key=options.key or body["runId"], fingerprint=fingerprint(agent, body),
-            input_json=dumps(body),
+            input_json=dumps(body), protocol_version=protocol_version(body),
             options_json=dumps({"onDisconnect": options.on_disconnect,
                                 "multitask": options.multitask,
                                 **({"webhook": options.webhook} if options.webhook else {})}),

@@ -42,7 +42,7 @@ async def run_events(
     run = await _run(engine, owner, run_id)
     what = "Last-Event-ID" if last_event_id else "after"
     start = check_after(parse_seq(last_event_id or after, what), run.last_seq, what)
-    version = protocol_version or run.input.get("protocolVersion")
+    version = protocol_version or run.protocol_version
     stream = RunStream(engine, run, legacy=is_legacy(version))
     return EventStream(stream.frames(start, follow=follow),
                        headers={"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id},

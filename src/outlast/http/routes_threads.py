@@ -96,7 +96,7 @@ async def resume_thread(
     }
     # The continuation speaks the protocol version of the run it continues: the
     # thread's client reads it (hydration, GET /runs/{id}/events) as it read that one.
-    protocol = interrupted.input.get("protocolVersion")
+    protocol = interrupted.protocol_version
     if protocol is not None:
         run_input["protocolVersion"] = protocol
     if answers.forwardedProps is not None:

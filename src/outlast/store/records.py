@@ -54,7 +54,10 @@ class RunRecord:
     status: str
     idempotency_key: str
     fingerprint: str
-    input_json: str | None  # the RunAgentInput as stored (``input`` reads it)
+    # The RunAgentInput as stored (``input`` reads it): only in the records of the
+    # claims that start a run and of its admission; every other read of a run leaves
+    # it out (the run_records view), as it is whatever history the client resent.
+    input_json: str | None
     options: dict[str, Any]
     created_at: float
     started_at: float | None
@@ -68,6 +71,8 @@ class RunRecord:
     cancel_requested: bool
     # When retention removed its events (spec §6); None while they are kept.
     compacted_at: float | None = None
+    # The input's protocolVersion, which decides a stream's format (is_legacy).
+    protocol_version: str | None = None
 
     @cached_property
     def input(self) -> dict[str, Any]:
@@ -98,13 +103,13 @@ class RunRecord:
             rid=row["rid"], owner=row["owner"], id=row["id"], tid=row["tid"],
             thread_id=row["thread_id"], agent=row["agent"], status=row["status"],
             idempotency_key=row["idempotency_key"], fingerprint=row["fingerprint"],
-            input_json=row["input"], options=_loads(row["options"], {}),
+            input_json=row.get("input"), options=_loads(row["options"], {}),
             created_at=row["created_at"], started_at=row["started_at"],
             finished_at=row["finished_at"], attempts=row["attempts"], last_seq=row["last_seq"],
             outcome=_loads(row["outcome"]), error=_loads(row["error"]),
             lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
             cancel_requested=bool(row["cancel_requested"]),
-            compacted_at=row.get("compacted_at"),
+            compacted_at=row.get("compacted_at"), protocol_version=row.get("protocol_version"),
         )
 
 
@@ -199,6 +204,7 @@ class AdmitRequest:
     has_new_input: bool
     title: str | None
     now: float
+    protocol_version: str | None = None  # the input's protocolVersion, kept beside it
     # Lease queued runs to this instance in the same transaction (up to ``claim_limit``,
     # as ``claim_queued`` does), so that a new run starts without a second one.
     claim_instance: str | None = None

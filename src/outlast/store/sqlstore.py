@@ -202,7 +202,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
             "run_insert", owner=req.owner, id=req.run_id, tid=tid, thread_id=req.thread_id,
             agent=req.agent, status="queued", idempotency_key=req.key,
             fingerprint=req.fingerprint, input=req.input_json, options=req.options_json,
-            now=req.now,
+            now=req.now, protocol_version=req.protocol_version,
         )
         assert row is not None
         run = RunRecord.from_row(row)

@@ -75,27 +75,27 @@ DELETE FROM messages WHERE tid = :tid AND id = :id;
 
 -- name: runs_active_for_thread
 -- The thread's queued and running runs, oldest first.
-SELECT * FROM runs WHERE tid = :tid AND status IN ('queued', 'running') ORDER BY rid;
+SELECT * FROM run_records WHERE tid = :tid AND status IN ('queued', 'running') ORDER BY rid;
 
 -- name: run_get
 -- A run by owner and id.
-SELECT * FROM runs WHERE owner = :owner AND id = :id;
+SELECT * FROM run_records WHERE owner = :owner AND id = :id;
 
 -- name: run_get_rid
 -- A run by its internal key.
-SELECT * FROM runs WHERE rid = :rid;
+SELECT * FROM run_records WHERE rid = :rid;
 
 -- name: run_insert
 -- Admit a run.
 INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
-                  input, options, created_at)
+                  input, options, created_at, protocol_version)
 VALUES (:owner, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
-        :input, :options, :now)
+        :input, :options, :now, :protocol_version)
 RETURNING *;
 
 -- name: runs_list_thread
 -- A thread's runs, newest first, keyset-paginated.
-SELECT * FROM runs WHERE tid = :tid AND (CAST(:before_rid AS BIGINT) IS NULL OR rid < :before_rid)
+SELECT * FROM run_records WHERE tid = :tid AND (CAST(:before_rid AS BIGINT) IS NULL OR rid < :before_rid)
 ORDER BY rid DESC LIMIT :limit;
 
 -- name: idempotency_get
@@ -300,7 +300,7 @@ VALUES (:tid, :id, :rid, :run_id, :body, :expires_ts, 'pending');
 
 -- name: fork_runs_upto
 -- A thread's runs up to and including one, in the order they ran.
-SELECT * FROM runs WHERE tid = :tid AND rid <= :rid ORDER BY rid;
+SELECT * FROM run_records WHERE tid = :tid AND rid <= :rid ORDER BY rid;
 
 -- webhooks --
 -- The outbox of G12: rows are inserted with a run's end, claimed by one statement

@@ -2,41 +2,17 @@
 -- One process owns the file and BEGIN IMMEDIATE serializes every writer, so these
 -- need no row locks.
 --
--- A run's last_seq lives in run_seqs, not in its runs row (0008_run_seqs.sql): every
--- query that reads a whole run takes it from there, as last_seq.
-
--- name: runs_active_for_thread
--- The thread's queued and running runs, oldest first.
-SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
-WHERE r.tid = :tid AND r.status IN ('queued', 'running') ORDER BY r.rid;
-
--- name: run_get
--- A run by owner and id.
-SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
-WHERE r.owner = :owner AND r.id = :id;
-
--- name: run_get_rid
--- A run by its internal key.
-SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid WHERE r.rid = :rid;
+-- A run's last_seq lives in run_seqs, not in its runs row (0008_run_seqs.sql): a query
+-- that returns a whole run takes it from there, as last_seq (the run_records view,
+-- 0012_run_records.sql, does the same for the shared queries that read a run).
 
 -- name: run_insert
 -- Admit a run (the runs_seq trigger gives it its run_seqs row, at 0).
 INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
-                  input, options, created_at)
+                  input, options, created_at, protocol_version)
 VALUES (:owner, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
-        :input, :options, :now)
+        :input, :options, :now, :protocol_version)
 RETURNING *, 0 AS last_seq;
-
--- name: runs_list_thread
--- A thread's runs, newest first, keyset-paginated.
-SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
-WHERE r.tid = :tid AND (CAST(:before_rid AS BIGINT) IS NULL OR r.rid < :before_rid)
-ORDER BY r.rid DESC LIMIT :limit;
-
--- name: fork_runs_upto
--- A thread's runs up to and including one, in the order they ran.
-SELECT r.*, s.last_seq FROM runs r JOIN run_seqs s ON s.rid = r.rid
-WHERE r.tid = :tid AND r.rid <= :rid ORDER BY r.rid;
 
 -- name: run_seq_set
 -- Set a run's last seq outside a commit of the writer (a queued run cancelled).
