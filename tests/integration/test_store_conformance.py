@@ -760,9 +760,11 @@ async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
     # refuses the request whole.
     seen: list[list[tuple[str, str]]] = []
 
-    def check(stored: list[dict[str, Any]]) -> None:
-        seen.append(sorted((m["id"], m["content"]) for m in stored))
-        if any(m["content"] == "between" for m in stored):
+    def check(stored: list[tuple[str, str]]) -> None:
+        messages = {mid: json.loads(body) for mid, body in stored}
+        assert all(m["id"] == mid for mid, m in messages.items())
+        seen.append(sorted((mid, m["content"]) for mid, m in messages.items()))
+        if any(m["content"] == "between" for m in messages.values()):
             raise HistoryDiverged("m3 differs", messageId="m3")
 
     await finish(store, run)

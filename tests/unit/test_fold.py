@@ -123,6 +123,24 @@ def test_inputs_are_not_aliased() -> None:
     assert messages == [USER] and state == {"a": [1]} and snapshot == {"b": {"c": 1}}
 
 
+def test_a_fold_told_not_to_copy_takes_its_inputs_over_as_a_copy_would_read() -> None:
+    """``copy=False`` (a snapshot just read from the store): the fold's messages and
+    state are the ones given, a null ``subagentRunId`` dropped as a copy drops it, and
+    the fold goes on exactly as one built from copies."""
+    given = [dict(USER), {"id": "a1", "role": "assistant", "content": "hi",
+                          "subagentRunId": None}]
+    state = {"a": [1]}
+    copied = ThreadFold([dict(m) for m in given], {"a": [1]})
+    taken = ThreadFold(given, state, copy=False)
+    assert taken.messages[0] is given[0] and taken.state is state
+    assert taken.messages == copied.messages and "subagentRunId" not in given[1]
+    for fold in (copied, taken):
+        fold.apply(content("u1", "!"))
+        fold.apply({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/b", "value": 2}]})
+    assert taken.messages == copied.messages and taken.state == copied.state
+    assert taken.message("a1") is given[1]
+
+
 # -------------------------------------------------------------------- tool calls
 
 

@@ -415,7 +415,7 @@ class RunExecution:
     async def _prepare(self) -> None:
         store = self.services.store
         snap = await store.get_snapshot(self.run.tid)
-        self.fold = ThreadFold(snap.messages, snap.state)
+        self.fold = ThreadFold(snap.messages, snap.state, copy=False)  # read for it alone
         self.fold.construct_changes = []  # new constructs from here on go to the index
         self.positions = dict(snap.positions)
         self.session_state = dict(snap.session_state)

@@ -64,7 +64,7 @@ async def _events(store: Store, run: RunRecord, upto: int) -> list[dict[str, Any
 async def _base(store: Store, thread: ThreadRecord) -> ThreadFold:
     """The fold of what the thread started from (a fork's base, else nothing)."""
     base = await store.fork_base(thread.tid)
-    return ThreadFold() if base is None else ThreadFold(base[0], base[1])
+    return ThreadFold() if base is None else ThreadFold(base[0], base[1], copy=False)
 
 
 async def _fold_upto(store: Store, thread: ThreadRecord, run: RunRecord | None,

@@ -10,9 +10,13 @@ messages stays fine, and the way to edit is to fork.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 from outlast.errors import HistoryDiverged
+from outlast.protocol.jsonutil import dumps
 
 # Annotations the server or the client may keep on its own (reasoning, activity): a
 # client that never saw them, or rendered them differently, has not edited anything.
@@ -29,8 +33,15 @@ def _arguments(value: Any) -> Any:
     return value
 
 
-def _content(value: Any) -> Any:
-    return "" if value is None else value
+def _canonical(value: Any) -> Any:
+    """A JSON value in a form equal for equal values: a string as itself (the common
+    content), anything else as JSON with sorted keys (bytes: never equal to a string)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson refuses (integers past 64 bits)
+        return json.dumps(value, sort_keys=True).encode()
 
 
 def essence(message: dict[str, Any]) -> tuple[Any, ...]:
@@ -38,36 +49,62 @@ def essence(message: dict[str, Any]) -> tuple[Any, ...]:
     versus empty content, re-serialized tool arguments, extra bookkeeping fields)."""
     calls = tuple(
         (call.get("id"), (call.get("function") or {}).get("name"),
-         json.dumps(_arguments((call.get("function") or {}).get("arguments")), sort_keys=True))
+         _canonical(_arguments((call.get("function") or {}).get("arguments"))))
         for call in message.get("toolCalls") or ()
         if isinstance(call, dict))
-    return (message.get("role"), json.dumps(_content(message.get("content")), sort_keys=True),
+    content = message.get("content")
+    return (message.get("role"), _canonical("" if content is None else content),
             message.get("toolCallId"), calls)
 
 
-def diverged(stored: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> list[str]:
-    """Ids of ``incoming`` messages the thread holds (``stored``) with other content."""
-    by_id = {m.get("id"): m for m in stored}
-    out: list[str] = []
-    for message in incoming:
-        mine = by_id.get(message.get("id"))
-        if mine is None or mine.get("role") in _UNCHECKED_ROLES \
-                or message.get("role") in _UNCHECKED_ROLES:
-            continue
-        if essence(mine) != essence(message):
-            out.append(str(message.get("id")))
-    return out
+def _checked(message: dict[str, Any]) -> bool:
+    return message.get("role") not in _UNCHECKED_ROLES
 
 
-def check_history(stored: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> None:
-    """Refuse an input whose resent messages say other than the thread holds (spec §3
-    ``history_diverged``); admission calls it, in its transaction, for a new run only
-    (a retry of an admitted run attaches, G3). ``stored``: the thread's messages with
-    the ids the input carries, read by key, never the rest of a long thread."""
-    ids = diverged(stored, incoming)
-    if ids:
-        raise HistoryDiverged(
-            f"message {ids[0]!r} differs from the thread's message with that id; the "
-            "thread keeps one version of each message: to edit it, fork the thread "
-            "before it (POST /threads/{id}/fork with beforeMessageId)",
-            messageId=ids[0], messageIds=ids)
+class ResentHistory:
+    """The messages an input resends, made ready before admission's transaction, which
+    holds the store's writer: there each stored copy is first compared as text with the
+    resent message's JSON (equal for a client that resends what it was given), and
+    parsed and compared by ``essence`` only when that differs."""
+
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        self._incoming: dict[str, list[dict[str, Any]]] = {}
+        for message in messages:
+            if isinstance(mid := message.get("id"), str):
+                self._incoming.setdefault(mid, []).append(message)
+        self._order = {mid: i for i, mid in enumerate(self._incoming)}
+        self._texts = {mid: dumps(same[0]) for mid, same in self._incoming.items()
+                       if len(same) == 1}
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids of the resent messages: the stored copies ``check`` needs."""
+        return list(self._incoming)
+
+    def diverged(self, stored: Iterable[tuple[str, str]]) -> list[str]:
+        """Ids of resent messages the thread holds (``stored``: ``(id, JSON)`` of its
+        messages with those ids) with other content, in the input's order."""
+        out = []
+        for mid, body in stored:
+            if body == self._texts.get(mid):
+                continue
+            mine = json.loads(body)
+            if not _checked(mine):
+                continue
+            if any(_checked(m) and essence(m) != essence(mine)
+                   for m in self._incoming.get(mid, ())):
+                out.append(mid)
+        return sorted(out, key=self._order.__getitem__)
+
+    def check(self, stored: Iterable[tuple[str, str]]) -> None:
+        """Refuse an input whose resent messages say other than the thread holds (spec
+        §3 ``history_diverged``); admission calls it, in its transaction, for a new run
+        only (a retry of an admitted run attaches, G3). ``stored`` is read by key, never
+        the rest of a long thread."""
+        ids = self.diverged(stored)
+        if ids:
+            raise HistoryDiverged(
+                f"message {ids[0]!r} differs from the thread's message with that id; the "
+                "thread keeps one version of each message: to edit it, fork the thread "
+                "before it (POST /threads/{id}/fork with beforeMessageId)",
+                messageId=ids[0], messageIds=ids)

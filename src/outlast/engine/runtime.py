@@ -24,7 +24,7 @@ from outlast.config import Settings
 from outlast.engine import retention
 from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
-from outlast.engine.history import check_history
+from outlast.engine.history import ResentHistory
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.trim import TRIM_SECONDS, malloc_trim
@@ -236,18 +236,18 @@ class Engine(EdgeReads):
             ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
             for r in body.get("resume") or []
         ]
+        history = ResentHistory(messages)  # before the transaction: it holds the writer
         room = await self._admission_room()
         req = AdmitRequest(
             owner=owner, thread_id=body["threadId"], run_id=body["runId"], agent=agent,
             key=options.key or body["runId"], fingerprint=fingerprint(agent, body),
-            input_json=dumps(body), protocol_version=protocol_version(body),
+            input_json=dumps(body), input=body, protocol_version=protocol_version(body),
             options_json=dumps({"onDisconnect": options.on_disconnect,
                                 "multitask": options.multitask,
                                 **({"webhook": options.webhook} if options.webhook else {})}),
             strategy=options.multitask, resume=resume, has_new_input=bool(messages),
             title=title_of(messages), now=time.time(),
-            resent=[m["id"] for m in messages if isinstance(m.get("id"), str)],
-            check_history=lambda stored: check_history(stored, messages),
+            resent=history.ids, check_history=history.check,
             # Start a run in the same transaction when this process has room: its
             # RUN_STARTED commits with the admission, so the request's stream has its
             # first event without waiting for another transaction. The room is reserved

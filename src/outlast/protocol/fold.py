@@ -29,7 +29,13 @@ from typing import Any
 
 from outlast.protocol import constructs
 from outlast.protocol.chunks import CHUNK_TYPES, ChunkError, ChunkExpander
-from outlast.protocol.jsonutil import PATCH_ERRORS, apply_json_patch, clone_json, clone_message
+from outlast.protocol.jsonutil import (
+    PATCH_ERRORS,
+    apply_json_patch,
+    clone_json,
+    clone_message,
+    own_message,
+)
 from outlast.protocol.message_index import Message, MessageIndex, tool_calls
 
 Event = dict[str, Any]
@@ -61,10 +67,16 @@ class ThreadFold(MessageIndex):
         messages: list[dict[str, Any]] | None = None,
         state: Any = None,
         interrupts: list[dict[str, Any]] | None = None,
+        *,
+        copy: bool = True,
     ) -> None:
-        # Treat `messages`, `state` and `interrupts` as read-only: indexes point into them.
-        super().__init__([clone_message(m) for m in messages or ()])
-        self.state: Any = {} if state is None else clone_json(state)
+        # `messages`, `state` and `interrupts` are copied (indexes point into the fold's
+        # own). With copy=False the fold takes `messages` and `state` over as they are:
+        # for values nobody else holds, such as a snapshot just read from the store,
+        # where copying a long thread cost more than reading it.
+        super().__init__([clone_message(m) for m in messages or ()] if copy
+                         else [own_message(m) for m in messages or ()])
+        self.state: Any = {} if state is None else clone_json(state) if copy else state
         self.interrupts: list[dict[str, Any]] = clone_json(list(interrupts or ()))
         self._chunks = ChunkExpander()
         self._open: dict[constructs.Key, constructs.OpenConstruct] = {}

@@ -48,10 +48,15 @@ def clone_json(value: Any) -> Any:
 
 def clone_message(message: dict[str, Any]) -> dict[str, Any]:
     """Deep copy of a replayed message; a null ``subagentRunId`` reads as absent."""
-    copy: dict[str, Any] = clone_json(message)
-    if "subagentRunId" in copy and copy["subagentRunId"] is None:
-        del copy["subagentRunId"]
-    return copy
+    return own_message(clone_json(message))
+
+
+def own_message(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` itself, as ``clone_message`` would have copied it: a null
+    ``subagentRunId`` removed."""
+    if "subagentRunId" in message and message["subagentRunId"] is None:
+        del message["subagentRunId"]
+    return message
 
 
 def apply_json_patch(document: Any, operations: Any) -> Any:

@@ -205,6 +205,9 @@ class AdmitRequest:
     title: str | None
     now: float
     protocol_version: str | None = None  # the input's protocolVersion, kept beside it
+    # The input as parsed (``input_json``'s value), read within the transaction only:
+    # starting the run there need not parse it again while holding the writer.
+    input: Mapping[str, Any] | None = None
     # Lease queued runs to this instance in the same transaction (up to ``claim_limit``,
     # as ``claim_queued`` does), so that a new run starts without a second one.
     claim_instance: str | None = None
@@ -212,9 +215,10 @@ class AdmitRequest:
     claim_limit: int = 0
     claim_start: bool = False  # and start them there, as ``claim_queued(start=True)`` does
     # spec §3 ``history_diverged``: for a new run, the thread's stored messages with the
-    # ids of ``resent`` go to ``check_history``, which raises to refuse the request.
+    # ids of ``resent``, as ``(id, JSON)``, go to ``check_history``, which raises to
+    # refuse the request.
     resent: list[str] = field(default_factory=list)
-    check_history: Callable[[list[dict[str, Any]]], None] | None = None
+    check_history: Callable[[list[tuple[str, str]]], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -154,7 +154,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         if req.check_history is not None and req.resent:
             # In the transaction, not in a read before it: one trip to the database less
             # for every admission, and the thread cannot change in between.
-            req.check_history([json.loads(r["body"]) for r in await c.all(
+            req.check_history([(r["id"], r["body"]) for r in await c.all(
                 "messages_by_id", owner=req.owner, thread_id=req.thread_id,
                 ids=dumps(req.resent))])
         pending = [InterruptRecord.from_row(r)
@@ -222,8 +222,10 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         claimed: list[RunRecord] = []
         started: dict[int, StoredEvent] = {}
         if req.claim_instance is not None and req.claim_limit > 0:
+            known = {} if req.input is None else {run.rid: req.input}
             claimed, started = await self._claim(c, req.claim_instance, req.claim_ttl,
-                                                 req.claim_limit, req.now, req.claim_start)
+                                                 req.claim_limit, req.now, req.claim_start,
+                                                 known)
             run = next((r for r in claimed if r.rid == run.rid), run)
         if all(r.tid != tid for r in claimed):  # the claim refreshed its threads already
             await c.run("thread_refresh_status", tid=tid, now=req.now)
@@ -363,14 +365,16 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
 
     @staticmethod
     async def _claim(c: Conn, instance: str, ttl: float, limit: int, now: float,
-                     start: bool) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
-        """The runs claimed, and the first event of each one started."""
+                     start: bool, known: Mapping[int, Mapping[str, Any]] | None = None,
+                     ) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
+        """The runs claimed, and the first event of each one started (``known``: the
+        inputs of some as parsed already, by rid)."""
         rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl,
                            now=now, limit=limit)
         for tid in {r["tid"] for r in rows}:
             await c.run("thread_refresh_status", tid=tid, now=now)
         runs = sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
-        return await start_runs(c, runs, instance, now) if start else (runs, {})
+        return await start_runs(c, runs, instance, now, known) if start else (runs, {})
 
     async def claim_expired(
         self, instance: str, ttl: float, limit: int, all_foreign: bool = False

@@ -9,7 +9,7 @@ for every row an ``executemany`` steps.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from outlast.protocol.events import now_ms, run_started
@@ -59,8 +59,9 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
     return {w.rid for w in batch} - passed
 
 
-async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
-                     now: float) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
+async def start_runs(c: Conn, runs: list[RunRecord], instance: str, now: float,
+                     known: Mapping[int, Mapping[str, Any]] | None = None,
+                     ) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
     """Start runs just claimed by ``instance``, in the claim's transaction: each one's
     ``RUN_STARTED``, echoing the input's messages its thread does not hold yet, is its
     seq 1, and its thread's snapshot is saved as of it with those messages last (G5).
@@ -70,12 +71,15 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str,
     its thread is settled (``messages_start_batch``) and its input answers every tool
     call it carries. The others (a continuation of an interrupted run, say) keep
     ``last_seq`` 0, and their execution starts them with the fold's own verdict
-    (``RunExecution._prepare``), in the same bytes. Returns the records and each
-    started run's first event, by rid."""
+    (``RunExecution._prepare``), in the same bytes. ``known``: inputs already parsed,
+    by rid (admission's own run): parsing a long one here would hold the writer.
+    Returns the records and each started run's first event, by rid."""
     fresh = [r for r in runs if r.last_seq == 0]
     if not fresh:
         return runs, {}
-    inputs = {r.rid: [m for m in r.input.get("messages") or () if isinstance(m, dict)]
+    known = known or {}
+    inputs = {r.rid: [m for m in (known[r.rid] if r.rid in known else r.input).get("messages")
+                      or () if isinstance(m, dict)]
               for r in fresh}
     pairs = [[r.tid, m.get("id")] for r in fresh for m in inputs[r.rid]]
     pairs += [[r.tid, None] for r in fresh]

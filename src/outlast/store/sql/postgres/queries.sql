@@ -259,6 +259,6 @@ JOIN messages AS m ON m.tid = (x->>0)::bigint AND m.id = x->>1;
 -- name: messages_by_id
 -- The thread's messages with the ids of :ids (a JSON array of strings), by key: an
 -- input that resends a few messages of a long thread is checked against those alone.
-SELECT m.body FROM messages AS m JOIN threads AS t ON t.tid = m.tid
+SELECT m.id, m.body FROM messages AS m JOIN threads AS t ON t.tid = m.tid
 WHERE t.owner = :owner AND t.id = :thread_id
   AND m.id IN (SELECT jsonb_array_elements_text(:ids::jsonb));
