@@ -1,6 +1,7 @@
 """A turn of a long conversation whose client resends it, as AG-UI front ends do.
 
-In process, on real SQLite files (``synchronous=FULL``), one per case: a thread that
+In process, on real SQLite files (``synchronous=FULL``), one per case, then on a
+durable throwaway PostgreSQL cluster, one database per case: a thread that
 already holds H messages (``bench.agents.resent_history``: questions, tool calls and
 their results; H = 0, 60, 600, 3,000, an input of 0.2 KB to 1.8 MB), and turns whose
 input resends those H messages unchanged with one new question. Each turn is admitted
@@ -30,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.agents import BenchAgent, bench_input, resent_history
-from bench.common import alternating, median, median_p10_p90, parser, report
+from bench.common import (
+    alternating,
+    median,
+    median_p10_p90,
+    parser,
+    postgres_cluster,
+    report,
+)
 from outlast.config import Settings
 from outlast.engine.runtime import Engine, RunOptions
 from outlast.protocol.jsonutil import dumps
@@ -44,9 +52,10 @@ HISTORIES = (0, 60, 600, 3000)
 class Conversation:
     """One store and the thread of H messages its turns resend."""
 
-    def __init__(self, root: Path, messages: int) -> None:
+    def __init__(self, root: Path, messages: int, url: str | None) -> None:
         self.dir = root / f"h{messages}"
         self.dir.mkdir()
+        self.url = url  # PostgreSQL's, or None for SQLite in ``dir``
         self.thread = f"conversation-{messages}"
         self.history = resent_history(self.thread, messages)
         self.turn = 0
@@ -54,7 +63,7 @@ class Conversation:
         self.held: list[float] = []
 
     async def open(self) -> None:
-        store = open_store(None, self.dir)
+        store = open_store(self.url, self.dir)
         settings = Settings(data_dir=self.dir, max_messages=10_000)
         self.engine = Engine(settings, store, {"bench": BenchAgent()})
         await store.open()
@@ -99,9 +108,11 @@ class Conversation:
         return admission, self.held[-1], (time.perf_counter() - t0) * 1000
 
 
-async def measure(turns: int) -> dict[str, Any]:
+async def measure(turns: int, cluster: Any = None) -> dict[str, Any]:
+    """SQLite files, or databases of a PostgreSQL ``cluster``."""
     with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp:
-        cases = {str(h): Conversation(Path(tmp), h) for h in HISTORIES}
+        cases = {str(h): Conversation(Path(tmp), h, cluster and cluster.fresh_database(
+                     f"resend{h}")) for h in HISTORIES}
         for case in cases.values():
             await case.open()
         try:
@@ -116,17 +127,25 @@ async def measure(turns: int) -> dict[str, Any]:
 
 
 async def main_async(quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]]:
-    r = await measure(20 if quick else 100)
-    rows: list[tuple[str, ...]] = [("resent messages", "input", "admission ms (p10-p90)",
-                                    "its transaction ms (p10-p90)", "transaction x none",
-                                    "turn to its end ms (p10-p90)")]
-    base = median(r["0"]["transaction"])
-    for h in map(str, HISTORIES):
-        rows.append((f"{int(h):,}", f"{r[h]['input_bytes'] / 1000:,.1f} KB",
-                     median_p10_p90(r[h]["admit"]), median_p10_p90(r[h]["transaction"]),
-                     f"{median(r[h]['transaction']) / base:.1f}x",
-                     median_p10_p90(r[h]["turn"])))
-    return r, rows
+    turns = 20 if quick else 100
+    results: dict[str, Any] = {"SQLite": await measure(turns)}
+    with postgres_cluster() as (cluster, skipped):
+        results["PostgreSQL"] = await measure(turns, cluster) if cluster else \
+            {"skipped": skipped}
+    rows: list[tuple[str, ...]] = [("store", "resent messages", "input",
+                                    "admission ms (p10-p90)", "its transaction ms (p10-p90)",
+                                    "transaction x none", "turn to its end ms (p10-p90)")]
+    for backend, r in results.items():
+        if "skipped" in r:
+            rows.append((backend, r["skipped"], "", "", "", "", ""))
+            continue
+        base = median(r["0"]["transaction"])
+        for h in map(str, HISTORIES):
+            rows.append((backend, f"{int(h):,}", f"{r[h]['input_bytes'] / 1000:,.1f} KB",
+                         median_p10_p90(r[h]["admit"]), median_p10_p90(r[h]["transaction"]),
+                         f"{median(r[h]['transaction']) / base:.1f}x",
+                         median_p10_p90(r[h]["turn"])))
+    return results, rows
 
 
 def main() -> None:

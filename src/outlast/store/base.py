@@ -118,6 +118,8 @@ class Store(ABC):
     async def delete_thread(self, owner: str, thread_id: str) -> None:
         """Delete a thread and everything in it; ThreadBusy while a run is active."""
 
+    # A run read by any of these comes without its input (``input_json`` None): only
+    # the claims that start a run read it.
     @abstractmethod
     async def get_run(self, owner: str, run_id: str) -> RunRecord | None:
         """A run of this owner, or None."""
