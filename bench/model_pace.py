@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, Server, fmt, machine_speed, parser, report, rss_mb
+from bench.common import ROOT, Server, fmt, machine_speed, parser, postgres_cluster, report, rss_mb
 from bench.loadclient import BUCKET, hist_percentile, merge, proc_cpu, raise_nofile
 
 RATE = 30.0
@@ -256,34 +256,23 @@ def main() -> None:
     if ns.no_postgres:
         skipped = "PostgreSQL: skipped (--no-postgres)"
     else:
-        from tests.support.postgres import PostgresCluster, PostgresUnavailable, find_bindir
+        with postgres_cluster() as (cluster, skipped):
+            if cluster is not None:
+                pid = cluster.proc.pid if cluster.proc else None
 
-        if find_bindir() is None:
-            skipped = "PostgreSQL: skipped (no initdb/postgres binaries found)"
-        else:
-            try:
-                cluster = PostgresCluster.start_new(durable=True)
-            except PostgresUnavailable as exc:
-                skipped = f"PostgreSQL: skipped ({exc})"
-            else:
-                try:
-                    pid = cluster.proc.pid if cluster.proc else None
+                def one(root: Path, n: int) -> tuple[list[Server], int | None]:
+                    url = cluster.fresh_database("pace")
+                    return [serve(root, "pg", n, "--store", url)], pid
 
-                    def one(root: Path, n: int) -> tuple[list[Server], int | None]:
-                        url = cluster.fresh_database("pace")
-                        return [serve(root, "pg", n, "--store", url)], pid
+                def two(root: Path, n: int) -> tuple[list[Server], int | None]:
+                    url = cluster.fresh_database("pace")
+                    return [serve(root, "a", n, "--store", url),
+                            serve(root, "b", n, "--store", url)], pid
 
-                    def two(root: Path, n: int) -> tuple[list[Server], int | None]:
-                        url = cluster.fresh_database("pace")
-                        return [serve(root, "a", n, "--store", url),
-                                serve(root, "b", n, "--store", url)], pid
-
-                    points += curve("PostgreSQL, 1 process", pg_steps, window_s,
-                                    ns.client_procs, one, history=ns.history)
-                    points += curve("PostgreSQL, 2 processes", pg_steps, window_s,
-                                    ns.client_procs, two, history=ns.history)
-                finally:
-                    cluster.stop()
+                points += curve("PostgreSQL, 1 process", pg_steps, window_s,
+                                ns.client_procs, one, history=ns.history)
+                points += curve("PostgreSQL, 2 processes", pg_steps, window_s,
+                                ns.client_procs, two, history=ns.history)
     out = {"points": points, "skipped": skipped, "load_before": load,
            "load_after": os.getloadavg()[0], "seconds": time.monotonic() - started}
     # Only a full run redraws the committed charts (a run of some steps would replace them).

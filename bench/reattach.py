@@ -222,19 +222,13 @@ async def long_backends(quick: bool, events: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp:
         with serve_long(Path(tmp), "sqlite") as server:
             results["SQLite"] = await measure_long(server.url, events, samples, rounds)
-        from tests.support.postgres import PostgresCluster, PostgresUnavailable
-
-        try:
-            cluster = PostgresCluster.start_new(durable=True)
-        except PostgresUnavailable as e:
-            results["PostgreSQL"] = {"skipped": str(e).splitlines()[0]}
-            return results
-        try:
+        with postgres_cluster() as (cluster, skipped):
+            if cluster is None:
+                results["PostgreSQL"] = {"skipped": skipped}
+                return results
             with serve_long(Path(tmp), "pg", "--store", cluster.fresh_database("reattach")) \
                     as server:
                 results["PostgreSQL"] = await measure_long(server.url, events, samples, rounds)
-        finally:
-            cluster.stop()
     return results
 
 

@@ -45,7 +45,7 @@ from bench.bench_postgres import (  # noqa: E402
     p99,
     stamped_arrivals,
 )
-from bench.common import Server, median  # noqa: E402
+from bench.common import Server, median, postgres_cluster  # noqa: E402
 
 OUT = ROOT / "docs" / "perf"
 AGENT = "fast=bench.bench_postgres:factory"
@@ -281,22 +281,16 @@ def main() -> None:
                 print(f"sqlite, {phase}:", flush=True)
                 results["sqlite"][phase] = run_sqlite(root, opts, retention)
         if "postgres" in backends:
-            from tests.support.postgres import PostgresCluster, PostgresUnavailable
-
-            try:
-                cluster = PostgresCluster.start_new(durable=True)
-            except PostgresUnavailable as exc:
-                print(f"postgres skipped: {exc}")
-            else:
-                try:
+            with postgres_cluster() as (cluster, skipped):
+                if cluster is None:
+                    print(skipped)
+                else:
                     results["postgres"] = {}
                     for retention in (True, False):
                         phase = "retention" if retention else "keep"
                         print(f"postgres, {phase}:", flush=True)
                         results["postgres"][phase] = run_postgres(cluster, root, opts,
                                                                   retention)
-                finally:
-                    cluster.stop()
     for backend in ("sqlite", "postgres"):
         for phase, r in results.get(backend, {}).items():
             print(f"{backend:8s} {phase:9s} {r['seconds']:7.1f} s  live delay ms "

@@ -29,6 +29,7 @@ after the first 1,000 runs, RSS grows by at most 5 MB over the remaining 9,000.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 import time
@@ -40,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import Server, machine, median, parser, report, rss_mb
+from bench.common import Server, machine, median, parser, postgres_cluster, report, rss_mb
 from bench.plot import line_chart
 
 TARGET_MB = 5.0
@@ -232,22 +233,16 @@ def backends(only: str | None) -> list[str]:
 
 def run_backend(name: str, runs: int, concurrency: int, tmp: Path) -> dict[str, Any]:
     args = ["--drain-timeout", "1", "--log-level", "warning"]
-    cluster = None
-    if name == "postgres":
-        from tests.support.postgres import PostgresCluster, PostgresUnavailable
-
-        try:
-            cluster = PostgresCluster.start_new(durable=True)
-        except PostgresUnavailable as e:
-            return {"skipped": str(e).splitlines()[0]}
-        args += ["--store", cluster.fresh_database("soak")]
-    try:
+    with contextlib.ExitStack() as stack:
+        if name == "postgres":
+            cluster, skipped = stack.enter_context(postgres_cluster())
+            if cluster is None:
+                return {"skipped": skipped}
+            args += ["--store", cluster.fresh_database("soak")]
         print(f"{name}: {runs:,} runs, {concurrency} in flight", flush=True)
         with Server.outlast(tmp / name, *args) as server:
             return asyncio.run(soak(server, runs, concurrency, name))
-    finally:
-        if cluster is not None:
-            cluster.stop()
+    raise AssertionError("unreachable")
 
 
 def growth(samples: list[dict[str, Any]]) -> float:
