@@ -428,6 +428,40 @@ async def test_a_claim_that_starts_commits_run_started_and_the_snapshot_with_it(
     assert (await store.get_snapshot(bare.tid)).messages == []
 
 
+async def test_admission_starts_its_run_from_what_it_read_of_the_input_and_thread(
+        store: SqlStore) -> None:
+    """As the engine admits: with the input parsed and the resent ids checked against
+    the thread (``StartInput``), the claim in admission's transaction starts the run
+    from those, not from reading them again, and echoes the same: only what is new."""
+    checked: list[list[str]] = []
+
+    def as_the_engine_admits(req: AdmitRequest) -> AdmitRequest:
+        body = json.loads(req.input_json)
+        return replace(req, input=body, resent=[m["id"] for m in body["messages"]],
+                       check_history=lambda stored: checked.append(sorted(i for i, _ in stored)),
+                       claim_instance="A", claim_ttl=TTL, claim_limit=1, claim_start=True)
+
+    hello = {"id": "u1", "role": "user", "content": "hello"}
+    answer = {"id": "a1", "role": "assistant", "content": "hi"}
+    more = {"id": "u2", "role": "user", "content": "more"}
+    [first] = (await store.admit(as_the_engine_admits(
+        with_messages(request("te", "e1"), hello, answer)))).claimed
+    [event] = await store.read_events(first.rid, 0, 10)
+    assert json.loads(event.body)["input"]["messages"] == [hello, answer]
+    await finish(store, first)
+    [second] = (await store.admit(as_the_engine_admits(
+        with_messages(request("te", "e2"), hello, answer, more, more)))).claimed
+    assert checked == [[], ["a1", "u1"]] and second.last_seq == 1
+    [event] = await store.read_events(second.rid, 0, 10)
+    assert json.loads(event.body)["input"]["messages"] == [more]
+    snap = await store.get_snapshot(second.tid)
+    assert [m["id"] for m in snap.messages] == ["u1", "a1", "u2"]
+    assert snap.positions == {"u1": 1.0, "a1": 2.0, "u2": 3.0}
+    # The claim's record still carries the stored input, for the execution to read.
+    assert second.input == json.loads(with_messages(request("te", "e2"), hello, answer,
+                                                    more, more).input_json)
+
+
 async def test_a_claim_starts_only_a_run_that_will_be_at_a_boundary(store: SqlStore) -> None:
     """A tool call awaiting its result (one the input carries, or one an interrupted
     run left) means RUN_STARTED is no boundary: such a run is claimed, not started."""

@@ -222,6 +222,16 @@ class AdmitRequest:
 
 
 @dataclass(frozen=True)
+class StartInput:
+    """What admission knows of the run it admitted, so that starting it in the same
+    transaction reads neither again: its input as parsed, and which of the input's
+    messages (by id) its thread holds, when admission looked them up (None: it did not)."""
+
+    input: Mapping[str, Any]
+    held: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
 class AdmitResult:
     """The run a request is attached to, and whether admission created it."""
 

@@ -13,6 +13,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from outlast.errors import (
@@ -39,6 +40,7 @@ from outlast.store.base import (
     RunRecord,
     RunWrite,
     Snapshot,
+    StartInput,
     Store,
     StoredEvent,
     ThreadPage,
@@ -151,12 +153,15 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                 "this runId is already used by another request; choose a new runId",
                 runId=req.run_id,
             )
+        held: frozenset[str] | None = None  # the resent messages the thread holds
         if req.check_history is not None and req.resent:
             # In the transaction, not in a read before it: one trip to the database less
             # for every admission, and the thread cannot change in between.
-            req.check_history([(r["id"], r["body"]) for r in await c.all(
+            stored = [(r["id"], r["body"]) for r in await c.all(
                 "messages_by_id", owner=req.owner, thread_id=req.thread_id,
-                ids=dumps(req.resent))])
+                ids=dumps(req.resent))]
+            req.check_history(stored)
+            held = frozenset(mid for mid, _ in stored)
         pending = [InterruptRecord.from_row(r)
                    for r in await c.all("interrupts_pending_for_thread", tid=tid)]
         answers = {a.interrupt_id: a for a in req.resume}
@@ -205,7 +210,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
             now=req.now, protocol_version=req.protocol_version,
         )
         assert row is not None
-        run = RunRecord.from_row(row)
+        run = replace(RunRecord.from_row(row), input_json=req.input_json)  # not sent back
         await c.run("idempotency_insert", owner=req.owner, key=req.key, rid=run.rid,
                     fingerprint=req.fingerprint, now=req.now)
         for answer in req.resume:
@@ -222,7 +227,7 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         claimed: list[RunRecord] = []
         started: dict[int, StoredEvent] = {}
         if req.claim_instance is not None and req.claim_limit > 0:
-            known = {} if req.input is None else {run.rid: req.input}
+            known = {} if req.input is None else {run.rid: StartInput(req.input, held)}
             claimed, started = await self._claim(c, req.claim_instance, req.claim_ttl,
                                                  req.claim_limit, req.now, req.claim_start,
                                                  known)
@@ -365,10 +370,10 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
 
     @staticmethod
     async def _claim(c: Conn, instance: str, ttl: float, limit: int, now: float,
-                     start: bool, known: Mapping[int, Mapping[str, Any]] | None = None,
+                     start: bool, known: Mapping[int, StartInput] | None = None,
                      ) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
-        """The runs claimed, and the first event of each one started (``known``: the
-        inputs of some as parsed already, by rid)."""
+        """The runs claimed, and the first event of each one started (``known``: what
+        admission knows of its run, by rid)."""
         rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl,
                            now=now, limit=limit)
         for tid in {r["tid"] for r in rows}:

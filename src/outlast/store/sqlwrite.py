@@ -15,7 +15,14 @@ from typing import Any
 from outlast.protocol.events import now_ms, run_started
 from outlast.protocol.jsonutil import clone_message, dumps
 from outlast.protocol.message_index import unanswered_tool_calls
-from outlast.store.records import RunRecord, RunWrite, SnapshotWrite, StoredEvent, WebhookWrite
+from outlast.store.records import (
+    RunRecord,
+    RunWrite,
+    SnapshotWrite,
+    StartInput,
+    StoredEvent,
+    WebhookWrite,
+)
 from outlast.store.sqlconn import Conn
 
 
@@ -60,7 +67,7 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
 
 
 async def start_runs(c: Conn, runs: list[RunRecord], instance: str, now: float,
-                     known: Mapping[int, Mapping[str, Any]] | None = None,
+                     known: Mapping[int, StartInput] | None = None,
                      ) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
     """Start runs just claimed by ``instance``, in the claim's transaction: each one's
     ``RUN_STARTED``, echoing the input's messages its thread does not hold yet, is its
@@ -71,19 +78,26 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str, now: float,
     its thread is settled (``messages_start_batch``) and its input answers every tool
     call it carries. The others (a continuation of an interrupted run, say) keep
     ``last_seq`` 0, and their execution starts them with the fold's own verdict
-    (``RunExecution._prepare``), in the same bytes. ``known``: inputs already parsed,
-    by rid (admission's own run): parsing a long one here would hold the writer.
+    (``RunExecution._prepare``), in the same bytes. ``known``: what admission knows of
+    its own run (its input parsed, the messages its thread holds): reading a long
+    input's messages again here would hold the writer.
     Returns the records and each started run's first event, by rid."""
     fresh = [r for r in runs if r.last_seq == 0]
     if not fresh:
         return runs, {}
     known = known or {}
-    inputs = {r.rid: [m for m in (known[r.rid] if r.rid in known else r.input).get("messages")
-                      or () if isinstance(m, dict)]
+    inputs = {r.rid: [m for m in (known[r.rid].input if r.rid in known else r.input)
+                      .get("messages") or () if isinstance(m, dict)]
               for r in fresh}
-    pairs = [[r.tid, m.get("id")] for r in fresh for m in inputs[r.rid]]
-    pairs += [[r.tid, None] for r in fresh]
     held: set[tuple[int, Any]] = set()
+    looked_up = set()
+    for r in fresh:
+        if r.rid in known and (ids := known[r.rid].held) is not None:
+            held.update((r.tid, mid) for mid in ids)
+            looked_up.add(r.rid)
+    pairs = [[r.tid, m.get("id")] for r in fresh if r.rid not in looked_up
+             for m in inputs[r.rid]]
+    pairs += [[r.tid, None] for r in fresh]
     last: dict[int, float] = {}
     settled: set[int] = set()
     for row in await c.all("messages_start_batch", rows=dumps(pairs)):

@@ -86,12 +86,14 @@ SELECT * FROM run_records WHERE owner = :owner AND id = :id;
 SELECT * FROM run_records WHERE rid = :rid;
 
 -- name: run_insert
--- Admit a run.
+-- Admit a run; returned as run_records has it, without the input its caller holds.
 INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
                   input, options, created_at, protocol_version)
 VALUES (:owner, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
         :input, :options, :now, :protocol_version)
-RETURNING *;
+RETURNING rid, owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
+          options, created_at, started_at, finished_at, attempts, last_seq, outcome, error,
+          lease_owner, lease_expires_at, cancel_requested, compacted_at, protocol_version;
 
 -- name: runs_list_thread
 -- A thread's runs, newest first, keyset-paginated.

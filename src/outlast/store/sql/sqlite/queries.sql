@@ -7,12 +7,16 @@
 -- 0012_run_records.sql, does the same for the shared queries that read a run).
 
 -- name: run_insert
--- Admit a run (the runs_seq trigger gives it its run_seqs row, at 0).
+-- Admit a run (the runs_seq trigger gives it its run_seqs row, at 0); returned as
+-- run_records has it, without the input its caller holds.
 INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
                   input, options, created_at, protocol_version)
 VALUES (:owner, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
         :input, :options, :now, :protocol_version)
-RETURNING *, 0 AS last_seq;
+RETURNING rid, owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
+          options, created_at, started_at, finished_at, attempts, 0 AS last_seq, outcome,
+          error, lease_owner, lease_expires_at, cancel_requested, compacted_at,
+          protocol_version;
 
 -- name: run_seq_set
 -- Set a run's last seq outside a commit of the writer (a queued run cancelled).
