@@ -16,6 +16,8 @@ UPDATE runs SET protocol_version = v.version #>> '{}'
 FROM (SELECT rid, regexp_replace(input, '\\.', '', 'g')::json -> 'protocolVersion' AS version
       FROM runs WHERE input LIKE '%"protocolVersion"%') AS v
 WHERE runs.rid = v.rid AND json_typeof(v.version) = 'string';
+-- A later migration that drops or retypes a column of runs this view reads must drop
+-- and recreate the view (a column added to runs is not in it until then).
 CREATE VIEW run_records AS
 SELECT rid, owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint, options,
        created_at, started_at, finished_at, attempts, last_seq, outcome, error, lease_owner,

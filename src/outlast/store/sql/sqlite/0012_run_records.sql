@@ -11,6 +11,8 @@ ALTER TABLE runs ADD COLUMN protocol_version TEXT;
 UPDATE runs SET protocol_version = json_extract(input, '$.protocolVersion')
 WHERE CASE WHEN json_valid(input) THEN json_type(input, '$.protocolVersion') = 'text' END;
 -- On SQLite a run's last_seq is in run_seqs (version 8).
+-- A later migration that drops or retypes a column of runs this view reads must drop
+-- and recreate the view (a column added to runs is not in it until then).
 CREATE VIEW run_records AS
 SELECT r.rid, r.owner, r.id, r.tid, r.thread_id, r.agent, r.status, r.idempotency_key,
        r.fingerprint, r.options, r.created_at, r.started_at, r.finished_at, r.attempts,
