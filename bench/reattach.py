@@ -31,6 +31,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -216,20 +217,28 @@ def serve_long(tmp: Path, name: str, *args: str) -> Server:
                           "--drain-timeout", "1", "--log-level", "warning", *args)
 
 
-async def long_backends(quick: bool, events: int) -> dict[str, Any]:
-    samples, rounds = (20, 2) if quick else (100, 5)
+async def on_both_backends(serve: Callable[..., Server], name: str,
+                           measure: Callable[[str], Awaitable[dict[str, Any]]]
+                           ) -> dict[str, Any]:
+    """``measure(url)`` against ``serve(dir, name, *args)`` on SQLite, then on a database
+    of a throwaway PostgreSQL cluster (or the reason it was skipped)."""
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp:
-        with serve_long(Path(tmp), "sqlite") as server:
-            results["SQLite"] = await measure_long(server.url, events, samples, rounds)
+        with serve(Path(tmp), "sqlite") as server:
+            results["SQLite"] = await measure(server.url)
         with postgres_cluster() as (cluster, skipped):
             if cluster is None:
                 results["PostgreSQL"] = {"skipped": skipped}
-                return results
-            with serve_long(Path(tmp), "pg", "--store", cluster.fresh_database("reattach")) \
-                    as server:
-                results["PostgreSQL"] = await measure_long(server.url, events, samples, rounds)
+            else:
+                with serve(Path(tmp), "pg", "--store", cluster.fresh_database(name)) as server:
+                    results["PostgreSQL"] = await measure(server.url)
     return results
+
+
+async def long_backends(quick: bool, events: int) -> dict[str, Any]:
+    samples, rounds = (20, 2) if quick else (100, 5)
+    return await on_both_backends(serve_long, "reattach",
+                                  lambda url: measure_long(url, events, samples, rounds))
 
 
 def long_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -304,18 +313,8 @@ def serve_paced(tmp: Path, name: str, *args: str) -> Server:
 
 async def history_backends(quick: bool) -> dict[str, Any]:
     samples = 30 if quick else 200
-    results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp:
-        with serve_paced(Path(tmp), "sqlite") as server:
-            results["SQLite"] = await measure_history(server.url, samples)
-        with postgres_cluster() as (cluster, skipped):
-            if cluster is None:
-                results["PostgreSQL"] = {"skipped": skipped}
-                return results
-            with serve_paced(Path(tmp), "pg", "--store", cluster.fresh_database("history")) \
-                    as server:
-                results["PostgreSQL"] = await measure_history(server.url, samples)
-    return results
+    return await on_both_backends(serve_paced, "history",
+                                  lambda url: measure_history(url, samples))
 
 
 def history_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
