@@ -21,6 +21,7 @@ from starlette.requests import HTTPConnection
 import outlast
 from outlast.agents.demo import DemoAgent
 from outlast.engine.runtime import Engine
+from outlast.protocol.jsonutil import dumps
 from tests.support.agui_client import JS_DIR, stock_client_node
 from tests.support.runs import uid
 from tests.support.server import collect, demo_input, wait_for
@@ -129,3 +130,29 @@ async def test_the_stock_agui_client_runs_against_the_mounted_endpoint(
         thread = (await c.get(f"/outlast/threads/{t}", headers=auth("tok-alice"))).json()
     assert result["messages"] == thread["messages"]
     assert result["state"] == thread["state"]
+
+
+async def test_the_stock_client_resends_the_history_as_the_thread_stores_it(
+        served: tuple[str, Engine, list[dict[str, Any]]]) -> None:
+    """The stock HttpAgent resends what it folded; each message's JSON is then the text
+    the thread stores, so admission's history check takes it as the same message
+    without parsing the stored copy (engine/history.py, ResentHistory)."""
+    url, _, _ = served
+    node = stock_client_node()
+    t = uid("t")
+    messages = demo_input(t, "unused", steps=2)["messages"]
+    for _ in range(2):
+        request = {"url": f"{url}/outlast/agents/demo", "headers": auth("tok-alice"),
+                   "threadId": t, "runId": uid("r"), "messages": messages,
+                   "forwardedProps": {"demo": {"steps": 2}}}
+        proc = await asyncio.to_thread(
+            subprocess.run, [node, str(JS_DIR / "http_run.mjs")], input=json.dumps(request),
+            capture_output=True, text=True, timeout=60, check=True)
+        result = json.loads(proc.stdout)
+        assert result["error"] is None, (result["error"], proc.stderr[-2000:])
+        messages = [*result["messages"], {"id": uid("u"), "role": "user", "content": "more"}]
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        stored = (await c.get(f"/outlast/threads/{t}", headers=auth("tok-alice"))).json()
+    resent = result["messages"]
+    assert {m["role"] for m in resent} >= {"user", "assistant", "tool"}
+    assert [dumps(m) for m in resent] == [dumps(m) for m in stored["messages"]]
