@@ -138,17 +138,18 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         thread = await c.one("thread_lock", owner=req.owner, id=req.thread_id)
         assert thread is not None
         tid = thread["tid"]
-        idem = await c.one("idempotency_get", owner=req.owner, key=req.key)
-        if idem is not None:
-            row = await c.one("run_get_rid", rid=idem["rid"])
+        keys = await c.one("admission_keys", owner=req.owner, key=req.key, run_id=req.run_id)
+        assert keys is not None
+        if keys["rid"] is not None:
+            row = await c.one("run_get_rid", rid=keys["rid"])
             assert row is not None
-            if idem["fingerprint"] != req.fingerprint:
+            if keys["fingerprint"] != req.fingerprint:
                 raise IdempotencyConflict(
                     "this idempotency key was used with a different request body",
                     key=req.key,
                 )
             return AdmitResult(RunRecord.from_row(row), created=False)
-        if await c.one("run_get", owner=req.owner, id=req.run_id) is not None:
+        if keys["run_id_taken"]:
             raise RunIdConflict(
                 "this runId is already used by another request; choose a new runId",
                 runId=req.run_id,

@@ -100,9 +100,14 @@ RETURNING rid, owner, id, tid, thread_id, agent, status, idempotency_key, finger
 SELECT * FROM run_records WHERE tid = :tid AND (CAST(:before_rid AS BIGINT) IS NULL OR rid < :before_rid)
 ORDER BY rid DESC LIMIT :limit;
 
--- name: idempotency_get
--- The run admitted under an idempotency key.
-SELECT * FROM idempotency WHERE owner = :owner AND key = :key;
+-- name: admission_keys
+-- The run admitted under an idempotency key (rid and fingerprint, NULL if none), and
+-- whether :run_id names a run already: one trip for admission's two identity checks.
+SELECT i.rid, i.fingerprint,
+       EXISTS (SELECT 1 FROM runs AS r WHERE r.owner = :owner AND r.id = :run_id)
+           AS run_id_taken
+FROM (SELECT 1 AS one) AS x
+LEFT JOIN idempotency AS i ON i.owner = :owner AND i.key = :key;
 
 -- name: idempotency_insert
 -- Record the key of an admitted run (the primary key refuses a duplicate: G3).
