@@ -140,11 +140,12 @@ async def test_the_stock_client_resends_the_history_as_the_thread_stores_it(
     url, _, _ = served
     node = stock_client_node()
     t = uid("t")
-    messages = demo_input(t, "unused", steps=2)["messages"]
+    first = demo_input(t, "unused", steps=2)  # its fast pace
+    messages = first["messages"]
     for _ in range(2):
         request = {"url": f"{url}/outlast/agents/demo", "headers": auth("tok-alice"),
                    "threadId": t, "runId": uid("r"), "messages": messages,
-                   "forwardedProps": {"demo": {"steps": 2}}}
+                   "forwardedProps": first["forwardedProps"]}
         proc = await asyncio.to_thread(
             subprocess.run, [node, str(JS_DIR / "http_run.mjs")], input=json.dumps(request),
             capture_output=True, text=True, timeout=60, check=True)
