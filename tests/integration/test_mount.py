@@ -112,20 +112,25 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def stock_client_run(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One run of ``body`` by the stock HttpAgent against the mounted demo agent (as
+    alice): what the client folded, ``{"messages", "state", "error"}``."""
+    request = {"url": f"{url}/outlast/agents/demo", "headers": auth("tok-alice"),
+               "threadId": body["threadId"], "runId": body["runId"],
+               "messages": body["messages"], "forwardedProps": body["forwardedProps"]}
+    proc = await asyncio.to_thread(
+        subprocess.run, [stock_client_node(), str(JS_DIR / "http_run.mjs")],
+        input=json.dumps(request), capture_output=True, text=True, timeout=60, check=True)
+    result: dict[str, Any] = json.loads(proc.stdout)
+    assert result["error"] is None, (result["error"], proc.stderr[-2000:])
+    return result
+
+
 async def test_the_stock_agui_client_runs_against_the_mounted_endpoint(
         served: tuple[str, Engine, list[dict[str, Any]]]) -> None:
     url, _, _ = served
-    node = stock_client_node()
-    t, r = uid("t"), uid("r")
-    body = demo_input(t, r, steps=2)
-    request = {"url": f"{url}/outlast/agents/demo", "headers": auth("tok-alice"),
-               "threadId": t, "runId": r, "messages": body["messages"],
-               "forwardedProps": body["forwardedProps"]}
-    proc = await asyncio.to_thread(
-        subprocess.run, [node, str(JS_DIR / "http_run.mjs")], input=json.dumps(request),
-        capture_output=True, text=True, timeout=60, check=True)
-    result = json.loads(proc.stdout)
-    assert result["error"] is None, (result["error"], proc.stderr[-2000:])
+    t = uid("t")
+    result = await stock_client_run(url, demo_input(t, uid("r"), steps=2))
     async with httpx.AsyncClient(base_url=url, timeout=30) as c:
         thread = (await c.get(f"/outlast/threads/{t}", headers=auth("tok-alice"))).json()
     assert result["messages"] == thread["messages"]
@@ -138,20 +143,12 @@ async def test_the_stock_client_resends_the_history_as_the_thread_stores_it(
     the thread stores, so admission's history check takes it as the same message
     without parsing the stored copy (engine/history.py, ResentHistory)."""
     url, _, _ = served
-    node = stock_client_node()
     t = uid("t")
-    first = demo_input(t, "unused", steps=2)  # its fast pace
-    messages = first["messages"]
+    body = demo_input(t, uid("r"), steps=2)
     for _ in range(2):
-        request = {"url": f"{url}/outlast/agents/demo", "headers": auth("tok-alice"),
-                   "threadId": t, "runId": uid("r"), "messages": messages,
-                   "forwardedProps": first["forwardedProps"]}
-        proc = await asyncio.to_thread(
-            subprocess.run, [node, str(JS_DIR / "http_run.mjs")], input=json.dumps(request),
-            capture_output=True, text=True, timeout=60, check=True)
-        result = json.loads(proc.stdout)
-        assert result["error"] is None, (result["error"], proc.stderr[-2000:])
-        messages = [*result["messages"], {"id": uid("u"), "role": "user", "content": "more"}]
+        result = await stock_client_run(url, body)
+        body = demo_input(t, uid("r"), steps=2, messages=[
+            *result["messages"], {"id": uid("u"), "role": "user", "content": "more"}])
     async with httpx.AsyncClient(base_url=url, timeout=30) as c:
         stored = (await c.get(f"/outlast/threads/{t}", headers=auth("tok-alice"))).json()
     resent = result["messages"]
