@@ -59,6 +59,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str]] = {
     "result before the call ends": (
         [tool_start("c1"), {"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c1",
                             "content": "x"}], "still open"),
+    "an ended message started again": ([start("ok")], "message 'ok' has already ended"),
+    "an ended tool call started again": (
+        [start("a1"), tool_start("c1"), {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+         end("a1"), tool_start("c1")], "tool call 'c1' has already ended"),
     "reserved run event": ([{"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}],
                            "run lifecycle"),
     "reserved run error": ([{"type": "RUN_ERROR", "message": "x"}], "run lifecycle"),

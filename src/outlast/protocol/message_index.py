@@ -64,6 +64,10 @@ class MessageIndex:
             self._join_text()
         return self._messages
 
+    def holds_message(self, mid: Any) -> bool:
+        """True if the thread has a message with id ``mid`` (cheaper than ``message``)."""
+        return mid in self._by_id
+
     def message(self, mid: Any) -> Message | None:
         """The first message with id ``mid``, with all streamed text joined in."""
         if self._text:

@@ -3,8 +3,10 @@
 Two checks, in order: the AG-UI schema (the ``ag_ui.core`` model of the event's type)
 and the ordering rules ``@ag-ui/client``'s ``verifyEvents`` enforces (a continuation or
 an end only while its construct is open, no second start of an open construct, a tool
-result only for a tool call the thread knows). The first broken rule is reported as a
-``ProtocolViolation`` naming the rule and the event type; the caller stores nothing.
+result only for a tool call the thread knows), and what stricter clients and the
+independent validator add: no start of a message or tool call that has already ended.
+The first broken rule is reported as a ``ProtocolViolation`` naming the rule and the
+event type; the caller stores nothing.
 """
 
 from __future__ import annotations
@@ -205,6 +207,21 @@ def _continued_key(event: Event) -> constructs.Key | None:
     return None
 
 
+def _check_not_ended(key: constructs.Key, fold: ThreadFold, etype: str) -> None:
+    """A message or tool call is started once: an id the thread already holds names a
+    completed construct, and strict AG-UI clients refuse a second start of it (the
+    validator's AGUI104 and AGUI205)."""
+    kind = key[0]
+    if kind in ("text", "reasoning_message") and fold.holds_message(key[-1]):
+        raise ProtocolViolation(
+            f"message {key[-1]!r} has already ended: a new message needs a new messageId "
+            "(metadata belongs on the message's events while it is open)", etype)
+    if kind == "tool" and fold.knows_tool_call(str(key[-1])):
+        raise ProtocolViolation(
+            f"tool call {key[-1]!r} has already ended: a new call needs a new toolCallId",
+            etype)
+
+
 def _check_one(event: Event, open_keys: AbstractSet[constructs.Key],
                fold: ThreadFold) -> tuple[constructs.Key | None, constructs.Key | None]:
     """One explicit (non-chunk) event against the open constructs. Returns the key it
@@ -216,6 +233,7 @@ def _check_one(event: Event, open_keys: AbstractSet[constructs.Key],
             raise ProtocolViolation(
                 f"{_NAMES[str(key[0])]} {key[-1]!r} is already open: a second start needs "
                 "its end first", etype)
+        _check_not_ended(key, fold, etype)
         return key, None
     continued = _continued_key(event)
     if continued is not None:

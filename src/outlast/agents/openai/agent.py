@@ -220,11 +220,15 @@ class ChatAgent(Agent):
     async def _mark_cut_off(self, ctx: RunContext) -> None:
         """After a crash: replies the dead attempt was streaming are kept but marked
         ``interrupted``, so they are never sent back to the model as finished."""
-        for m in list(ctx.messages):
-            if m.get("role") == "assistant" and finish_of(m) == STREAMING:
-                await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": m["id"],
-                                "role": "assistant", "metadata": {FINISH: INTERRUPTED}})
-                await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": m["id"]})
+        messages = ctx.messages
+        if not any(m.get("role") == "assistant" and finish_of(m) == STREAMING
+                   for m in messages):
+            return
+        # An ended message is never started again (G11): the mark comes in a snapshot.
+        await ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
+            dict(m, metadata={**m["metadata"], FINISH: INTERRUPTED})
+            if m.get("role") == "assistant" and finish_of(m) == STREAMING else m
+            for m in messages]})
 
     # -- one model call -------------------------------------------------------
     def _request(self, ctx: RunContext) -> dict[str, Any]:
@@ -256,31 +260,30 @@ class ChatAgent(Agent):
 
 
 class _TurnStream:
-    """Turns one reply's deltas into AG-UI events under one assistant message."""
+    """Turns one reply's deltas into AG-UI events under one assistant message.
+
+    The message stays open for the whole reply: its tool calls start inside it
+    (``parentMessageId``), text after a call continues it, and its end carries the
+    finish reason. A message id is started once: strict AG-UI clients refuse a second
+    start of an ended message (G11 does too)."""
 
     def __init__(self, ctx: RunContext, turn: Turn, known_call_ids: set[str]) -> None:
         self.ctx = ctx
         self.turn = turn
         self.known = known_call_ids
         self.started = False
-        self.text_open = False
         self.calls: dict[int, CallPiece] = {}
 
     async def _open(self) -> None:
         await self.ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": self.turn.message_id,
                              "role": "assistant", "metadata": {FINISH: STREAMING}})
-        self.started = self.text_open = True
+        self.started = True
 
     async def delta(self, delta: dict[str, Any]) -> None:
         content = delta.get("content")
         if content and isinstance(content, str):
-            if not self.text_open:
-                if self.started:  # text after a tool call: same message, re-opened
-                    await self.ctx.emit({"type": "TEXT_MESSAGE_START", "role": "assistant",
-                                         "messageId": self.turn.message_id})
-                    self.text_open = True
-                else:
-                    await self._open()
+            if not self.started:
+                await self._open()
             self.turn.text = True
             await self.ctx.emit({"type": "TEXT_MESSAGE_CONTENT",
                                  "messageId": self.turn.message_id, "delta": content})
@@ -312,9 +315,6 @@ class _TurnStream:
     async def _start(self, call: CallPiece) -> None:
         if not self.started:
             await self._open()
-        if self.text_open:
-            await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.turn.message_id})
-            self.text_open = False
         if call.id is None or call.id in self.known:
             # Some servers number calls per reply ("call_0"): a reused id would reuse
             # another call's journaled result (G9) and interrupt id, so it is renamed.
@@ -338,9 +338,6 @@ class _TurnStream:
             await self._open()  # an empty reply is still a finished turn
         finish = self.turn.finish or ("tool_calls" if self.turn.calls else "stop")
         self.turn.finish = finish
-        if not self.text_open:
-            await self.ctx.emit({"type": "TEXT_MESSAGE_START", "role": "assistant",
-                                 "messageId": self.turn.message_id})
         await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.turn.message_id,
                              "metadata": {FINISH: finish}})
 
