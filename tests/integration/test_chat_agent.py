@@ -80,6 +80,9 @@ async def test_streams_text_with_params_and_reports_usage(
                   "usage": {"inputTokens": 7, "outputTokens": 4, "totalTokens": 11}}
         assert frames[-1].event["type"] == "RUN_FINISHED"
         assert frames[-1].event["result"] == result
+        # AG-UI 1.0: the final event's usage, one entry per model.
+        assert frames[-1].event["usage"] == [
+            {"model": "fake", "inputTokens": 7, "outputTokens": 4, "totalTokens": 11}]
         run = (await c.get("/runs/r-text")).json()
         assert run["outcome"]["result"] == result
         thread = (await c.get("/threads/t-text")).json()
@@ -110,6 +113,8 @@ async def test_a_loop_of_two_server_tools_and_the_history_the_model_receives(
         assert frames[-1].event["result"] == {
             "finishReason": "stop",
             "usage": {"inputTokens": 20, "outputTokens": 10, "totalTokens": 30}}
+        assert frames[-1].event["usage"] == [
+            {"model": "fake", "inputTokens": 20, "outputTokens": 10, "totalTokens": 30}]
         results = [f.event for f in frames if f.event["type"] == "TOOL_CALL_RESULT"]
         assert [(r["toolCallId"], r["content"]) for r in results] == [
             ("c-1", "sunny in Oslo"), ("c-2", '{"sum": 5}')]
@@ -364,6 +369,23 @@ async def test_cancel_closes_the_upstream_request(server_factory: Any, model: Fa
         return model.disconnects == 1
 
     await wait_for(closed, timeout=10)
+
+
+async def test_a_run_that_fails_after_a_model_call_reports_its_usage(
+        server_factory: Any, model: FakeOpenAI, tool_log: Path) -> None:
+    srv = start(server_factory, model, tool_log)
+    model.replies = [
+        Reply(calls=[Call("add", {"a": 1, "b": 1})],
+              usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}),
+        Reply(status=500, error_body='{"error": "overloaded"}'),
+    ]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/chat",
+                                  json=body("t-used", "r-used", [user("add")]))
+    last = frames[-1].event
+    assert last["type"] == "RUN_ERROR", last
+    assert last["usage"] == [
+        {"model": "fake", "inputTokens": 5, "outputTokens": 2, "totalTokens": 7}]
 
 
 async def test_model_server_down(server_factory: Any, model: FakeOpenAI,

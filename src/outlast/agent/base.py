@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
 
-from ag_ui.core import Interrupt, RunAgentInput
+from ag_ui.core import Interrupt, RunAgentInput, TokenUsage
 
 from outlast.errors import EffectUncertain
 
@@ -124,6 +124,13 @@ class RunContext(Protocol):
 
     async def boundary(self) -> None:
         """Mark a safe boundary now: the snapshot is saved here regardless of throttling."""
+
+    def record_usage(self, usage: TokenUsage | dict[str, Any]) -> None:
+        """Count one model call's tokens: an ``ag_ui.core.TokenUsage`` or its wire dict
+        (``inputTokens``, ``outputTokens``, ``totalTokens``, ``reasoningTokens``,
+        ``cachedInputTokens``, ``provider``, ``model``). The engine sums them per
+        provider and model into the run's final event (``RUN_FINISHED.usage`` or
+        ``RUN_ERROR.usage``, AG-UI 1.0). A malformed value raises ``ValueError``."""
 
     async def interrupt(self, *interrupts: Interrupt | dict[str, Any]) -> NoReturn:
         """End the run waiting for human input; answers arrive in the next run's ``resume``."""

@@ -12,10 +12,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, NoReturn, Protocol
 
-from ag_ui.core import Interrupt, RunAgentInput
+from ag_ui.core import Interrupt, RunAgentInput, TokenUsage
+from pydantic import ValidationError
 
 from outlast.agent import NOT_DONE, EffectUncertain, Resolution, RunSuspended, interrupt_items
 from outlast.store.base import EffectRecord
+
+MAX_TOKEN_COUNT = 2**53 - 1
 
 
 class RunPort(Protocol):
@@ -29,6 +32,7 @@ class RunPort(Protocol):
     def cancelled(self) -> bool: ...
     async def emit(self, event: Any) -> None: ...
     async def mark_boundary(self) -> None: ...
+    def add_usage(self, usage: TokenUsage) -> None: ...
     async def flush(self) -> None: ...
     async def effect_get(self, key: str) -> EffectRecord | None: ...
     async def effect_start(self, key: str) -> None: ...
@@ -79,6 +83,21 @@ class EngineRunContext:
     async def boundary(self) -> None:
         """Mark a safe boundary now: the snapshot is saved here regardless of throttling."""
         await self._port.mark_boundary()
+
+    def record_usage(self, usage: TokenUsage | dict[str, Any]) -> None:
+        """Count one model call's tokens toward the run's final event (AG-UI 1.0 usage)."""
+        if not isinstance(usage, TokenUsage):
+            try:
+                usage = TokenUsage.model_validate(usage, strict=True)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "usage"
+                raise ValueError(f"record_usage: {where}: {first['msg']}") from None
+        for name, count in usage:
+            # Every AG-UI binding must carry the count (JavaScript's safe integers).
+            if isinstance(count, int) and not 0 <= count <= MAX_TOKEN_COUNT:
+                raise ValueError(f"record_usage: {name}: {count} is not a token count")
+        self._port.add_usage(usage)
 
     async def interrupt(self, *interrupts: Interrupt | dict[str, Any]) -> NoReturn:
         """End the run waiting for human input."""

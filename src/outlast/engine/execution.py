@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ag_ui.core import TokenUsage
+from ag_ui.core.token_usage import aggregate_token_usage
+
 from outlast.agent import Agent, AgentError, Resolution, RunSuspended
 from outlast.config import Settings
 from outlast.engine.context import EngineRunContext
@@ -99,6 +102,7 @@ class RunExecution:
         self.fold = ThreadFold()
         self.positions: dict[str, float] = {}
         self.session_state: dict[str, Any] = {}
+        self.usage: list[TokenUsage] = []  # this attempt's model calls (AG-UI 1.0 usage)
         self.channel = services.writer.channel(
             run.rid, run.tid, run.id, run.attempts, services.instance, run.last_seq)
         self.channel.on_fenced = self._on_fenced
@@ -128,6 +132,9 @@ class RunExecution:
     @property
     def state(self) -> Any:
         return self.fold.state
+
+    def add_usage(self, usage: TokenUsage) -> None:
+        self.usage.append(usage)
 
     @property
     def cancelled(self) -> bool:
@@ -479,6 +486,9 @@ class RunExecution:
             })
 
     async def _end(self, events: list[dict[str, Any]], fin: FinishWrite) -> None:
+        if self.usage:  # the final event carries the run's token usage (AG-UI 1.0)
+            events[-1]["usage"] = [u.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                   for u in aggregate_token_usage(self.usage)]
         for event in events:
             await self._append(event)
         self._save_boundary(self.seq, force=True)

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from ag_ui.core import (
+    AgentCapabilities,
+    HumanInTheLoopCapabilities,
+    StateCapabilities,
+    TransportCapabilities,
+)
 from fastapi import APIRouter, Header, Request
 
+from outlast.agent import Capabilities
 from outlast.engine.runtime import RunOptions
 from outlast.errors import Draining
 from outlast.http.bodies import RunAgentInput, check_limits
@@ -30,8 +37,33 @@ router = APIRouter(route_class=JsonBodyRoute, strict_content_type=False)
 
 @router.get("/agents", summary="Registered agents and their capabilities")
 async def list_agents(engine: EngineDep, owner: Owner) -> dict[str, Any]:
-    return {"agents": [{"name": name, **agent.capabilities.to_json()}
+    """Each agent's own declaration, and its AG-UI 1.0 ``capabilities``."""
+    notifies = bool(engine.settings.webhooks or engine.settings.webhook_allow)
+    return {"agents": [{"name": name, **agent.capabilities.to_json(),
+                        "capabilities": agui_capabilities(agent.capabilities, notifies)}
                        for name, agent in sorted(engine.agents.items())]}
+
+
+def agui_capabilities(declared: Capabilities, notifies: bool) -> dict[str, Any]:
+    """AG-UI 1.0 capability discovery: every outlast stream is resumable (each event's
+    SSE id is its seq; ``custom.outlast.resume`` says how), and what the agent declared."""
+    hitl = declared.interrupts or None
+    return AgentCapabilities(
+        transport=TransportCapabilities(streaming=True, resumable=True,
+                                        push_notifications=notifies or None),
+        state=StateCapabilities(snapshots=True, deltas=True, persistent_state=True),
+        human_in_the_loop=HumanInTheLoopCapabilities(supported=hitl, interrupts=hitl,
+                                                     approvals=hitl),
+        custom={"outlast": {"resume": {
+            "events": "GET /runs/{runId}/events",
+            "cursor": "Last-Event-ID",  # or ?after=<seq>; the SSE id of every event
+            "retry": "POST the same input again (same runId or Idempotency-Key): it "
+                     "attaches to the run, from Last-Event-ID if sent",
+            "cancel": "POST /runs/{runId}/cancel",
+            "crashResume": declared.supports_resume,
+            "journaledEffects": declared.journaled_effects,
+        }}},
+    ).model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 @router.post("/agents/{agent}", summary="Run an agent (AG-UI)", response_model=None,

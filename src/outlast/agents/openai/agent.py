@@ -247,8 +247,9 @@ class ChatAgent(Agent):
         known = {c["id"] for m in ctx.messages for c in m.get("toolCalls") or ()}
         turn = Turn(ctx.new_id("msg"))
         stream = _TurnStream(ctx, turn, known)
+        call = Usage()  # this model call's, for the run's final event (AG-UI 1.0 usage)
         async for chunk in self.client.chunks(self._request(ctx)):
-            usage.add(chunk.get("usage"))
+            call.add(chunk.get("usage"))
             for choice in chunk.get("choices") or ():
                 if not isinstance(choice, dict):
                     continue
@@ -256,6 +257,10 @@ class ChatAgent(Agent):
                 if choice.get("finish_reason"):
                     turn.finish = str(choice["finish_reason"])
         await stream.close()
+        reported = call.to_json()
+        if reported is not None:
+            usage.add_counts(call)
+            ctx.record_usage({**reported, "model": self.model})
         return turn
 
 

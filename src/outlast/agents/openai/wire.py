@@ -132,6 +132,13 @@ class Usage:
         self.total_tokens += total or prompt + completion
         self.reported = True
 
+    def add_counts(self, other: Usage) -> None:
+        """Add another count's totals (one model call's to the run's)."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.total_tokens += other.total_tokens
+        self.reported = self.reported or other.reported
+
     def to_json(self) -> dict[str, int] | None:
         """The ``usage`` of the run's result, or None when no server reported any."""
         if not self.reported:
