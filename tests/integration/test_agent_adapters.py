@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from outlast.protocol.fold import ThreadFold
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.agui_validator import assert_valid
+from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.server import ServerProcess, collect, demo_input
 
 WEATHER_TOOL = {"name": "get_weather", "description": "Weather for a city",
@@ -120,10 +121,19 @@ async def test_maf_agent_streams_and_runs_its_tool_once(
         "OUTLAST_OPENAI_BASE_URL": fake_model.url, "MAF_TOOL_LOG": str(tool_log)})
     body = chat_input("maf-1", "maf-r1",
                       [{"id": "u1", "role": "user", "content": "what is the weather?"}])
+    usage = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+    fake_model.replies = [
+        Reply(text="Let me check.", calls=[Call("get_weather", {"city": "Paris"}, id="call_w1")],
+              usage=usage),
+        Reply(text="The tool said: sunny in Paris", usage=usage)]
     async with srv.client() as c:
         _, frames = await collect(c, "POST", "/agents/maf", json=body)
         kinds = [f.event["type"] for f in frames]
         assert kinds[-1] == "RUN_FINISHED", kinds
+        assert_valid([f.event for f in frames], ("agentic-chat", "backend-tool-rendering"))
+        # AG-UI 1.0: both model calls' tokens, on the final event.
+        [counted] = frames[-1].event["usage"]
+        assert (counted["inputTokens"], counted["outputTokens"]) == (22, 6), counted
         assert "TOOL_CALL_START" in kinds and "TOOL_CALL_RESULT" in kinds
         fold = ThreadFold()
         for f in frames:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_chat_agent import body, executed, model, start, tool_log, user
-from tests.support.agui_validator import assert_valid, findings
+from tests.support.agui_validator import assert_every_reattach_valid, assert_valid, findings
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.runs import stored_log, wait_final
 from tests.support.server import ServerProcess, collect, wait_for
@@ -89,6 +89,8 @@ async def test_an_approval_and_its_continuation_after_a_restart(
         run_id = r.json()["run"]["runId"]
         assert (await wait_final(c, run_id))["status"] == "succeeded"
         continuation = [f.event for f in await stored_log(c, run_id)]
+        await assert_every_reattach_valid(c, "v-ap-r1", (*CHAT, "human-in-the-loop"))
+        await assert_every_reattach_valid(c, run_id, CHAT, owed=["v-mail"])
     assert executed(tool_log) == ["send_email ann@example.com Hi"]
     # The continuation opens with the result owed to the previous run's call.
     assert continuation[1]["type"] == "TOOL_CALL_RESULT"
@@ -159,30 +161,7 @@ async def test_a_reattach_after_every_seq_is_valid_but_for_what_the_client_holds
     whole = await run_stream(srv, "v-re", "v-re-r", [user("look")])
     assert_valid(whole, CHAT)
     async with srv.client() as c:
-        log = await stored_log(c, "v-re-r")
-        seqs = [f.id for f in log if f.id is not None]
-        for cursor in seqs[:-1]:
-            _, frames = await collect(c, "GET", "/runs/v-re-r/events",
-                                      headers={"Last-Event-ID": str(cursor)})
-            events = [f.event for f in frames]
-            held = [f.event for f in log if f.id is not None and f.id <= cursor]
-            assert_valid(events, CHAT, allowed=continued(held, events))
-
-
-def continued(held: list[dict[str, Any]], events: list[dict[str, Any]]) -> set[tuple[str, int]]:
-    """The findings a stream that continues ``held`` must raise, and only those: the
-    rest of a tool call's arguments whose start the client holds (AGUI204 at the call's
-    end) and the result of a call the client holds (AGUI207)."""
-    open_args = {e["toolCallId"] for e in held if e["type"] == "TOOL_CALL_ARGS"} - {
-        e["toolCallId"] for e in held if e["type"] == "TOOL_CALL_END"}
-    started = {e["toolCallId"] for e in held if e["type"] == "TOOL_CALL_START"}
-    allowed: set[tuple[str, int]] = set()
-    for i, e in enumerate(events):
-        if e["type"] == "TOOL_CALL_END" and e["toolCallId"] in open_args:
-            allowed.add(("AGUI204", i))
-        if e["type"] == "TOOL_CALL_RESULT" and e["toolCallId"] in started:
-            allowed.add(("AGUI207", i))
-    return allowed
+        assert await assert_every_reattach_valid(c, "v-re-r", CHAT) > 20
 
 
 def test_the_checker_refuses_what_the_old_chat_stream_sent() -> None:

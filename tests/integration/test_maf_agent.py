@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.runs import one_result_per_call, wait_final
+from tests.support.agui_validator import assert_every_reattach_valid, assert_valid
+from tests.support.runs import one_result_per_call, stored_log, wait_final
 from tests.support.server import ServerProcess, collect
 
 pytest.importorskip("agent_framework")
 
 AGENT = "maf=outlast.agents.maf:factory"
+FEATURES = ("agentic-chat", "backend-tool-rendering", "human-in-the-loop")
 
 
 def start(server_factory: Any, data: Path, log: Path) -> ServerProcess:
@@ -40,6 +42,7 @@ async def propose(srv: ServerProcess, thread: str) -> dict[str, Any]:
     kinds = [f.event["type"] for f in frames]
     assert {"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"} <= set(kinds)
     assert "TOOL_CALL_RESULT" not in kinds
+    assert_valid([f.event for f in frames], FEATURES)
     return dict(interrupt)
 
 
@@ -65,6 +68,15 @@ async def test_an_approval_survives_a_restart_and_applies_to_the_proposed_call(
         done = await wait_final(c, r.json()["run"]["runId"])
         assert done["status"] == "succeeded", done
         thread = (await c.get("/threads/maf-ap")).json()
+        continuation = [f.event for f in await stored_log(c, done["runId"])]
+    # It opens with the result owed to the previous run's call (docs/spec.md, "Streams
+    # a client continues"): the one finding allowed.
+    assert continuation[1]["type"] == "TOOL_CALL_RESULT"
+    assert_valid(continuation, FEATURES, allowed={("AGUI207", 1)})
+    async with srv.client() as c:
+        await assert_every_reattach_valid(c, "maf-ap-r1", FEATURES)
+        await assert_every_reattach_valid(c, done["runId"], FEATURES,
+                                          owed=[interrupt["toolCallId"]])
     assert (log.read_text().splitlines() if log.exists() else []) == runs
     messages = thread["messages"]
     one_result_per_call(messages)

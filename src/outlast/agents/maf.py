@@ -155,6 +155,7 @@ class MafAgent(Agent):
         stream = self.agent.run(messages, stream=True, session=session,
                                 middleware=[_journal(ctx)])
         approvals: list[Any] = []
+        usage = RunningUsage()
         text_id: str | None = None
         parent: str | None = None
         open_calls: list[str] = []
@@ -198,6 +199,10 @@ class MafAgent(Agent):
                     parent = None  # what follows a tool result is a new assistant message
                 elif c.type == "function_approval_request" and c.function_call is not None:
                     approvals.append(c)
+                elif c.type == "usage":
+                    counted = usage.call(c.usage_details, getattr(update, "model_id", None))
+                    if counted is not None:
+                        ctx.record_usage(counted)
         if text_id is not None:
             await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})
         for call_id in open_calls:  # front-end tools: the client answers them (AG-UI)
@@ -208,6 +213,37 @@ class MafAgent(Agent):
                 "toolApproval": json.loads(json.dumps(state, default=str))
                 if isinstance(state, dict) else None}
             await ctx.interrupt(*[_approval(req) for req in approvals])
+
+
+# The framework's UsageDetails keys, and AG-UI 1.0 TokenUsage's.
+_USAGE_KEYS = {"input_token_count": "inputTokens", "output_token_count": "outputTokens",
+               "total_token_count": "totalTokens",
+               "reasoning_output_token_count": "reasoningTokens",
+               "cache_read_input_token_count": "cachedInputTokens",
+               "cache_creation_input_token_count": "cacheWriteInputTokens"}
+
+
+class RunningUsage:
+    """The framework reports usage as running totals over its tool loop (each ``usage``
+    content sums every model call so far): what one call added is the difference."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def call(self, details: Any, model: Any = None) -> dict[str, Any] | None:
+        """The AG-UI ``TokenUsage`` of the calls since the last report (None if none)."""
+        if not isinstance(details, dict):
+            return None
+        totals = {wire: value for key, wire in _USAGE_KEYS.items()
+                  if isinstance(value := details.get(key), int)
+                  and not isinstance(value, bool) and value >= 0}
+        if any(value < self.seen.get(wire, 0) for wire, value in totals.items()):
+            self.seen = {}  # a new loop started counting again
+        counts = {wire: value - self.seen.get(wire, 0) for wire, value in totals.items()}
+        self.seen.update(totals)
+        if not any(counts.values()):
+            return None
+        return {**counts, "model": model} if isinstance(model, str) and model else counts
 
 
 def _approval(request: Any) -> dict[str, Any]:
