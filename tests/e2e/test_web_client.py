@@ -273,3 +273,31 @@ def test_approving_in_a_second_tab_updates_the_first(
     finally:
         first_ctx.close()
         second_ctx.close()
+
+
+def test_reasoning_and_a_subagent_are_shown(context: Any, module_server: ServerProcess) -> None:
+    """AG-UI 1.0: reasoning is shown folded away as "thinking", a subagent's messages
+    are set apart and named as the SUBAGENT_STARTED event names it."""
+    from playwright.sync_api import expect
+
+    _with_knobs(context, {**QUICK, "steps": 2, "think": True, "delegate": True})
+    page = context.new_page()
+    page.goto(module_server.url + "/")
+    thread_id = _send(page, "think it through")
+    expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
+    stored = _stored_thread(module_server.url, thread_id)["messages"]
+    reasoning = [m for m in stored if m["role"] == "reasoning"]
+    assert len(reasoning) == 3
+    _assert_matches_store(page, module_server.url, thread_id)
+    shown = page.get_by_test_id("reasoning")
+    expect(shown).to_have_count(3)
+    first = shown.first
+    assert first.locator("summary").text_content() == "thinking"
+    expect(first.locator(".content")).not_to_be_visible()  # folded away until asked
+    first.locator("summary").click()
+    expect(first.locator(".content")).to_have_text(reasoning[0]["content"])
+    sub = page.locator("[data-testid=message].subagent")
+    expect(sub).to_have_count(2)  # the reviewer's reasoning and its answer
+    expect(sub.last.locator(".meta")).to_have_text("assistant · subagent reviewer")
+    expect(sub.last.locator(".content")).to_contain_text("Review: all 2 steps look right.")
+    page.screenshot(path=os.environ.get("OUTLAST_SCREENSHOT", "/dev/null"))

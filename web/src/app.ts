@@ -12,7 +12,7 @@ import { $, h, replace } from "./dom";
 import { ResumableHttpAgent, StreamHttpError, type ConnectionState, type Frame } from "../../clients/js/src/index";
 import { renderApprovals, type Answer } from "./views/approvals";
 import { TIMELINE_LIMIT, appendTimeline, renderRuns, renderTimeline, type TimelineEntry } from "./views/inspector";
-import { renderMessages, textOf } from "./views/messages";
+import { renderMessages, subagentNames, textOf } from "./views/messages";
 import { renderThreads } from "./views/threads";
 import { renderTodos } from "./views/todos";
 import { readKnobs, renderKnobs } from "./views/knobs";
@@ -164,6 +164,13 @@ class App {
         if (!mine()) return;
         this.interrupts = p.outcome === "interrupt" ? p.interrupts : [];
         this.render();
+      },
+      onEvent: ({ event }) => {
+        // AG-UI 1.0 subagents: their messages carry only the run id; show the name.
+        const e = event as { type: string; subagentRunId?: string; name?: string };
+        if (e.type === "SUBAGENT_STARTED" && e.subagentRunId && e.name) {
+          subagentNames.set(e.subagentRunId, e.name);
+        }
       },
     });
     return agent;

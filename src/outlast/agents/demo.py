@@ -46,6 +46,8 @@ class Knobs:
     approve_at: list[int] = field(default_factory=list)
     fail_at: int | None = None
     reconcile: bool = True
+    think: bool = False  # reason (AG-UI 1.0 REASONING_*) before each step
+    delegate: bool = False  # a subagent reviews the work at the end (SUBAGENT_*)
 
     @classmethod
     def parse(cls, props: Any) -> Knobs:
@@ -64,8 +66,9 @@ class Knobs:
         fail = raw.get("fail_at")
         if isinstance(fail, int) and not isinstance(fail, bool):
             knobs.fail_at = fail
-        if isinstance(raw.get("reconcile"), bool):
-            knobs.reconcile = raw["reconcile"]
+        for flag in ("reconcile", "think", "delegate"):
+            if isinstance(raw.get(flag), bool):
+                setattr(knobs, flag, raw[flag])
         return knobs
 
 
@@ -163,6 +166,8 @@ class DemoAgent(Agent):
             demo["next_step"] = step + 1
             ctx.session_state["demo"] = demo
         if demo["phase"] == "working":
+            if knobs.delegate:
+                await self._review(ctx, knobs)
             await self._say(ctx, knobs, f"All {knobs.steps} steps are done.", 0)
             demo["phase"] = "done"
             ctx.session_state["demo"] = demo
@@ -218,6 +223,8 @@ class DemoAgent(Agent):
                 args = approved["args"]
             call_id = f"call_{_tag(ctx.run_id)}_{step}_{ctx.attempt}"
             await self._todo(ctx, step, "in_progress")
+            if knobs.think:
+                await self._think(ctx, knobs, f"Step {step} calls for {tool}.", step)
             message_id = await self._say(ctx, knobs, f"Step {step}: {title}.", step)
             await self._call(ctx, call_id, tool, args, message_id)
         if knobs.fail_at == step:
@@ -288,19 +295,47 @@ class DemoAgent(Agent):
         await ctx.emit({"type": "STATE_DELTA", "delta": [
             {"op": "replace", "path": f"/todos/{step - 1}/status", "value": status}]})
 
-    async def _say(self, ctx: RunContext, knobs: Knobs, lead: str, salt: int) -> str:
+    async def _say(self, ctx: RunContext, knobs: Knobs, lead: str, salt: int, *,
+                   kind: str = "TEXT_MESSAGE", role: str = "assistant",
+                   tags: dict[str, Any] | None = None) -> str:
+        """Stream one message (``kind``: ``TEXT_MESSAGE`` or ``REASONING_MESSAGE``)."""
         message_id = ctx.new_id("msg")
-        await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": message_id,
-                        "role": "assistant"})
+        tags = tags or {}
+        await ctx.emit({"type": f"{kind}_START", "messageId": message_id, "role": role,
+                        **tags})
         tokens = lead.split()
         extra = max(0, knobs.tokens_per_message - len(tokens))
         tokens += [WORDS[(salt * 7 + i) % len(WORDS)] for i in range(extra)]
         for i, token in enumerate(tokens):
-            await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id,
-                            "delta": token if i == 0 else " " + token})
+            await ctx.emit({"type": f"{kind}_CONTENT", "messageId": message_id,
+                            "delta": token if i == 0 else " " + token, **tags})
             if knobs.token_delay_ms:
                 await asyncio.sleep(knobs.token_delay_ms / 1000)
-        await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": message_id})
+        await ctx.emit({"type": f"{kind}_END", "messageId": message_id, **tags})
         return message_id
+
+    async def _think(self, ctx: RunContext, knobs: Knobs, lead: str, salt: int) -> None:
+        """A reasoning phase holding one reasoning message (AG-UI 1.0)."""
+        phase = ctx.new_id("reasoning")
+        await ctx.emit({"type": "REASONING_START", "messageId": phase})
+        await self._say(ctx, knobs, lead, salt + 3, kind="REASONING_MESSAGE", role="reasoning")
+        await ctx.emit({"type": "REASONING_END", "messageId": phase})
+
+    async def _review(self, ctx: RunContext, knobs: Knobs) -> None:
+        """A subagent, "reviewer", looks the work over (AG-UI 1.0 SUBAGENT_*): its
+        messages carry its ``subagentRunId``."""
+        sub = f"reviewer-{_tag(ctx.run_id)}-{ctx.attempt}"
+        await ctx.emit({"type": "SUBAGENT_STARTED", "subagentRunId": sub, "name": "reviewer",
+                        "description": "Checks the finished steps"})
+        tags = {"subagentRunId": sub}
+        if knobs.think:
+            phase = ctx.new_id("reasoning")
+            await ctx.emit({"type": "REASONING_START", "messageId": phase, **tags})
+            await self._say(ctx, knobs, "Reviewing each step's result.", 11,
+                            kind="REASONING_MESSAGE", role="reasoning", tags=tags)
+            await ctx.emit({"type": "REASONING_END", "messageId": phase, **tags})
+        await self._say(ctx, knobs, f"Review: all {knobs.steps} steps look right.", 13,
+                        tags=tags)
+        await ctx.emit({"type": "SUBAGENT_FINISHED", "subagentRunId": sub})
 
 

@@ -7,7 +7,12 @@ type AnyMessage = Message & {
   toolCalls?: ToolCall[];
   toolCallId?: string;
   error?: string;
+  encryptedValue?: string;
+  subagentRunId?: string;
 };
+
+/** Subagents' names by `subagentRunId`, as their SUBAGENT_STARTED events tell them. */
+export const subagentNames = new Map<string, string>();
 
 /** Last rendered form of each element, so unchanged messages are not touched. */
 const rendered = new WeakMap<HTMLElement, string>();
@@ -56,7 +61,7 @@ export function renderMessages(list: HTMLElement, messages: Message[], actions?:
     existing.delete(message.id);
     if (!el) {
       el = h("article", {
-        class: `message ${message.role}`,
+        class: `message ${message.role}${message.subagentRunId ? " subagent" : ""}`,
         "data-testid": "message",
         "data-message-id": message.id,
         "data-role": message.role,
@@ -66,7 +71,8 @@ export function renderMessages(list: HTMLElement, messages: Message[], actions?:
     const next = shown[index + 1];
     const turnEnd = message.role !== "user" && (next === undefined || next.role === "user");
     const offer = actions?.enabled ? (message.role === "user" ? "edit" : turnEnd ? "branch" : "") : "";
-    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0, offer, next?.id]);
+    const sub = message.subagentRunId ? subagentNames.get(message.subagentRunId) : undefined;
+    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0, offer, next?.id, sub]);
     if (rendered.get(el) !== key) {
       rendered.set(el, key);
       el.replaceChildren(...body(message, toolNames, answered));
@@ -89,9 +95,27 @@ function messageActions(offer: string, message: Message, nextId: string | undefi
   return h("div", { class: "message-actions" }, button);
 }
 
+/** Who wrote a message: its role, and the subagent it belongs to, if any. */
+function author(m: AnyMessage): string {
+  if (!m.subagentRunId) return m.role;
+  return `${m.role} · subagent ${subagentNames.get(m.subagentRunId) ?? m.subagentRunId}`;
+}
+
 function body(m: AnyMessage, toolNames: Map<string, string>, answered: Set<string>): Node[] {
   const text = textOf(m.content);
   switch (m.role) {
+    case "reasoning": {
+      // Thinking is folded away; a provider's encrypted reasoning has nothing to show.
+      const shown = text || (m.encryptedValue ? "(encrypted reasoning)" : "");
+      return [
+        h(
+          "details",
+          { class: "reasoning-body", "data-testid": "reasoning" },
+          h("summary", { class: "meta" }, author(m).replace("reasoning", "thinking")),
+          h("div", { class: "content" }, shown),
+        ),
+      ];
+    }
     case "tool":
       return [
         h("div", { class: "meta" }, `result · ${toolNames.get(m.toolCallId ?? "") ?? "tool"}`),
@@ -99,12 +123,12 @@ function body(m: AnyMessage, toolNames: Map<string, string>, answered: Set<strin
       ];
     case "assistant":
       return [
-        h("div", { class: "meta" }, "assistant"),
+        h("div", { class: "meta" }, author(m)),
         text ? h("div", { class: "content" }, text) : null,
         ...(m.toolCalls ?? []).map((call) => toolCall(call, answered.has(call.id))),
       ].filter((n): n is HTMLElement => n !== null);
     default:
-      return [h("div", { class: "meta" }, m.role), h("div", { class: "content" }, text)];
+      return [h("div", { class: "meta" }, author(m)), h("div", { class: "content" }, text)];
   }
 }
 

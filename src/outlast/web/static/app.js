@@ -604,6 +604,7 @@ function short(s) {
 }
 
 // src/views/messages.ts
+var subagentNames = /* @__PURE__ */ new Map();
 var rendered = /* @__PURE__ */ new WeakMap();
 function textOf(content) {
   if (content === void 0 || content === null) return "";
@@ -631,7 +632,7 @@ function renderMessages(list, messages, actions) {
     existing.delete(message.id);
     if (!el2) {
       el2 = h("article", {
-        class: `message ${message.role}`,
+        class: `message ${message.role}${message.subagentRunId ? " subagent" : ""}`,
         "data-testid": "message",
         "data-message-id": message.id,
         "data-role": message.role
@@ -640,7 +641,8 @@ function renderMessages(list, messages, actions) {
     const next = shown[index + 1];
     const turnEnd = message.role !== "user" && (next === void 0 || next.role === "user");
     const offer = actions?.enabled ? message.role === "user" ? "edit" : turnEnd ? "branch" : "" : "";
-    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0, offer, next?.id]);
+    const sub = message.subagentRunId ? subagentNames.get(message.subagentRunId) : void 0;
+    const key = JSON.stringify([message, message.role === "assistant" ? [...answered] : 0, offer, next?.id, sub]);
     if (rendered.get(el2) !== key) {
       rendered.set(el2, key);
       el2.replaceChildren(...body(message, toolNames, answered));
@@ -659,9 +661,24 @@ function messageActions(offer, message, nextId, actions) {
   const button = offer === "edit" ? h("button", { class: "ghost", type: "button", "data-testid": "edit-message", onclick: () => actions.edit(message) }, "Edit and regenerate") : h("button", { class: "ghost", type: "button", "data-testid": "branch-here", onclick: () => actions.branch(nextId) }, "Branch from here");
   return h("div", { class: "message-actions" }, button);
 }
+function author(m) {
+  if (!m.subagentRunId) return m.role;
+  return `${m.role} \xB7 subagent ${subagentNames.get(m.subagentRunId) ?? m.subagentRunId}`;
+}
 function body(m, toolNames, answered) {
   const text = textOf(m.content);
   switch (m.role) {
+    case "reasoning": {
+      const shown = text || (m.encryptedValue ? "(encrypted reasoning)" : "");
+      return [
+        h(
+          "details",
+          { class: "reasoning-body", "data-testid": "reasoning" },
+          h("summary", { class: "meta" }, author(m).replace("reasoning", "thinking")),
+          h("div", { class: "content" }, shown)
+        )
+      ];
+    }
     case "tool":
       return [
         h("div", { class: "meta" }, `result \xB7 ${toolNames.get(m.toolCallId ?? "") ?? "tool"}`),
@@ -669,12 +686,12 @@ function body(m, toolNames, answered) {
       ];
     case "assistant":
       return [
-        h("div", { class: "meta" }, "assistant"),
+        h("div", { class: "meta" }, author(m)),
         text ? h("div", { class: "content" }, text) : null,
         ...(m.toolCalls ?? []).map((call2) => toolCall(call2, answered.has(call2.id)))
       ].filter((n) => n !== null);
     default:
-      return [h("div", { class: "meta" }, m.role), h("div", { class: "content" }, text)];
+      return [h("div", { class: "meta" }, author(m)), h("div", { class: "content" }, text)];
   }
 }
 function toolCall(call2, done) {
@@ -945,6 +962,12 @@ var App = class {
         if (!mine()) return;
         this.interrupts = p.outcome === "interrupt" ? p.interrupts : [];
         this.render();
+      },
+      onEvent: ({ event }) => {
+        const e = event;
+        if (e.type === "SUBAGENT_STARTED" && e.subagentRunId && e.name) {
+          subagentNames.set(e.subagentRunId, e.name);
+        }
       }
     });
     return agent;
