@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     max_runs: int = setting(1000, "runs this process executes at once", ge=1, metavar="N")
     drain_timeout: float = setting(10.0, "on SIGTERM, how long runs get to reach a boundary",
                                    unit="seconds", metavar="S", ge=0)
+    storage_wait: float = setting(300.0, "how long a running run waits for a store that "
+                                  "cannot write (a full disk) before it ends failed with "
+                                  "storage_full", unit="seconds", metavar="S", gt=0)
     # Retention.
     idempotency_retention: float = setting(24 * 3600.0, "how long an idempotency key is "
                                            "remembered", unit="seconds", metavar="S", gt=0)

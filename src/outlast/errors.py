@@ -116,6 +116,21 @@ class Draining(OutlastError):
     code = "draining"
 
 
+class StoreUnavailable(OutlastError):
+    """The store cannot write now: it is out of memory or connections, or the connection
+    to it is lost. Nothing of the request was stored; retry after ``retry_after`` s."""
+
+    code = "store_unavailable"
+    retry_after = 5
+
+
+class StorageFull(StoreUnavailable):
+    """The store's disk is full: nothing of the request was stored; retry once space
+    is freed."""
+
+    code = "storage_full"
+
+
 class LeaseLost(OutlastError):
     """This process no longer holds the run's lease and must stop writing to it."""
 

@@ -57,6 +57,17 @@ def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
+def postgres_owner() -> tuple[int, int] | None:
+    """The uid and gid a cluster started as root runs as (None when not root)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        owner = pwd.getpwnam("postgres")
+    except KeyError:
+        return None
+    return owner.pw_uid, owner.pw_gid
+
+
 @dataclass
 class PostgresCluster:
     """One ``postgres`` server on 127.0.0.1, owned by the caller until ``stop()``."""
@@ -68,18 +79,23 @@ class PostgresCluster:
     proc: subprocess.Popen[bytes] | None = None
     _names: itertools.count[int] = field(default_factory=itertools.count)
 
+    data_dir: Path | None = None  # elsewhere than under root, its WAL kept under root
+
     @classmethod
-    def start_new(cls, *, durable: bool = False) -> PostgresCluster:
+    def start_new(cls, *, durable: bool = False, data_dir: Path | None = None
+                  ) -> PostgresCluster:
         """Find the binaries, initdb, start the server, build the template database.
 
         ``durable`` keeps fsync and synchronous commit on (benchmarks against a
-        SQLite store that syncs every commit); tests run without them."""
+        SQLite store that syncs every commit); tests run without them. ``data_dir``
+        puts the data directory there (a small filesystem, say) and its write-ahead
+        log under the cluster's own directory."""
         bindir = find_bindir()
         if bindir is None:
             raise PostgresUnavailable(
                 "PostgreSQL server binaries (initdb, postgres, psql) were not found; install "
                 "postgresql or set OUTLAST_PG_BINDIR to their directory")
-        cluster = cls(bindir, durable=durable)
+        cluster = cls(bindir, durable=durable, data_dir=data_dir)
         try:
             cluster._start()
             cluster._make_template()
@@ -95,8 +111,12 @@ class PostgresCluster:
             return ["runuser", "-u", "postgres", "--", *cmd]
         return cmd
 
+    @property
+    def data(self) -> Path:
+        return self.data_dir or self.root / "data"
+
     def _start(self) -> None:
-        data = self.root / "data"
+        data = self.data
         sockets = self.root / "sockets"
         sockets.mkdir()
         if os.geteuid() == 0:
@@ -109,7 +129,8 @@ class PostgresCluster:
                 os.chown(path, owner.pw_uid, owner.pw_gid)
         init = subprocess.run(
             self._as_owner([str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres",
-                            "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]),
+                            "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync",
+                            *(["--waldir", str(self.root / "wal")] if self.data_dir else [])]),
             capture_output=True, text=True, check=False)
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb failed:\n{init.stdout}\n{init.stderr}")
@@ -145,7 +166,7 @@ class PostgresCluster:
         """Fast shutdown, then remove every file of the cluster."""
         if self.proc is not None and self.proc.poll() is None:
             # Signal the postmaster itself (runuser may sit between us and it).
-            pidfile = self.root / "data" / "postmaster.pid"
+            pidfile = self.data / "postmaster.pid"
             try:
                 os.kill(int(pidfile.read_text().split()[0]), signal.SIGINT)
             except (OSError, ValueError, IndexError):

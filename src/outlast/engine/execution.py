@@ -124,6 +124,10 @@ class RunExecution:
     def _on_fenced(self) -> None:
         self.stop("lease_lost")
 
+    def waits_on_store(self) -> bool:
+        """True while some of this run's writes are not stored yet."""
+        return self.channel.pending or self.channel.inflight
+
     # -- what the agent's context reads (engine.context.RunPort) --------------
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -365,6 +369,8 @@ class RunExecution:
         if task.cancelled():
             if reason == "drain":
                 await self._release()
+            elif reason in OUTAGES:
+                await self._finish_failed(reason, OUTAGES[reason])
             else:
                 await self._finish_cancelled()
             return
@@ -556,6 +562,17 @@ class RunExecution:
         self._settled = True
         # Other processes on a shared store resume it now, not at their next look.
         await self.services.store.notify(WorkAvailable())
+
+
+OUTAGES = {
+    "storage_full": "The server's storage is full: the run was stopped after waiting for "
+                    "space. What it had done is kept; start a new run once the service is "
+                    "back.",
+    "store_unavailable": "The server's store could not write: the run was stopped after "
+                         "waiting for it. What it had done is kept; start a new run once "
+                         "the service is back.",
+}
+"""The stop reasons of a store outage (engine.storage) and what the run's RUN_ERROR says."""
 
 
 def _parse_time(value: Any) -> float | None:

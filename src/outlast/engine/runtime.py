@@ -21,12 +21,13 @@ from typing import Any
 
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
-from outlast.engine import retention
+from outlast.engine import retention, storage
 from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.history import ResentHistory
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
+from outlast.engine.storage import StorageWatch
 from outlast.engine.trim import TRIM_SECONDS, malloc_trim
 from outlast.engine.webhooks import Deliveries, check_request_webhook, owed
 from outlast.engine.writer import Writer
@@ -35,6 +36,7 @@ from outlast.errors import (
     Draining,
     InvalidRequest,
     RunNotFound,
+    StoreUnavailable,
 )
 from outlast.protocol.content import text_of
 from outlast.protocol.jsonutil import dumps
@@ -116,8 +118,12 @@ class Engine(EdgeReads):
         self.instance = f"{uuid.uuid4().hex[:12]}"
         self.hub = Hub()
         self.metrics = Metrics()
+        self.storage = StorageWatch(
+            "the PostgreSQL store" if settings.store_url else f"the SQLite store in "
+            f"{settings.data_dir}", None if settings.store_url else settings.data_dir)
+        store.report_outage = self.storage
         self.writer = Writer(store, self.hub, self._committed,
-                             self.metrics.commit_seconds.observe)
+                             self.metrics.commit_seconds.observe, self.storage)
         self.webhooks = Deliveries(store, settings, self.instance)
         self.executions: dict[int, RunExecution] = {}
         self.draining = False
@@ -131,6 +137,7 @@ class Engine(EdgeReads):
         self._reserved = 0  # room taken by claims in flight (admissions and the pump)
         self._pump_claim: asyncio.Event | None = None  # set once the pump's claim ends
         self._snapshot_hooks: set[asyncio.Task[None]] = set()  # the host's snapshot hook
+        self._renewed = time.monotonic()  # the last time the leases were renewed
         self.services = RunServices(
             store=store, writer=self.writer, hub=self.hub, settings=settings, metrics=self.metrics,
             instance=self.instance, is_draining=lambda: self.draining,
@@ -154,6 +161,9 @@ class Engine(EdgeReads):
             asyncio.create_task(self._heartbeat(), name="outlast-heartbeat"),
             asyncio.create_task(self._upkeep(), name="outlast-upkeep"),
             asyncio.create_task(self.hub.sweep(), name="outlast-feed-sweep"),
+            asyncio.create_task(storage.watch(self.storage, self.store.probe_write,
+                                              self.settings.storage_wait, self._storage_gone),
+                                name="outlast-storage-watch"),
         ]
         trim = malloc_trim()
         if trim is not None:
@@ -440,35 +450,56 @@ class Engine(EdgeReads):
                 continue
             try:
                 self._start(await self._claiming(self._claim_queued))
+                if self.executions and \
+                        time.monotonic() - self._renewed > self.settings.lease_ttl / 2:
+                    # The renewals failed a while (a store outage): the leases of the runs
+                    # executing here may have run out. Renewed first, they are not taken
+                    # over from this very process (G8 holds either way: fencing).
+                    await self._renew()
                 for run in await self._claiming(self.store.claim_expired):
                     log.warning("run %s: lease expired; taking it over", run.id)
                     self._launch(run, crashed=True)
+            except StoreUnavailable:
+                pass  # said once by the StorageWatch
             except Exception:
                 log.exception("scheduling failed; retrying")
                 await asyncio.sleep(interval)
+
+    def _storage_gone(self, outage: StoreUnavailable) -> None:
+        """The store has not written for ``--storage-wait``: the runs waiting on it stop
+        and end failed once that can be written."""
+        for ex in list(self.executions.values()):
+            if ex.waits_on_store():
+                ex.stop(outage.code)
 
     async def _heartbeat(self) -> None:
         interval = max(0.05, self.settings.lease_ttl / 3)
         while True:
             await asyncio.sleep(interval)
-            # Renew only what still executes here: a run whose execution ended without
-            # settling (a store outage, say) must expire so another attempt takes it (G8).
-            local = dict(self.executions)
             try:
-                held = {s.rid: s for s in await self.store.renew_leases(
-                    self.instance, self.settings.lease_ttl, list(local))}
+                await self._renew()
+            except StoreUnavailable:
+                continue  # said once by the StorageWatch; the runs wait, leases and all
             except Exception:
                 log.exception("lease renewal failed")
+
+    async def _renew(self) -> None:
+        """Renew the leases of the runs executing here; stop those no longer held."""
+        # Renew only what still executes here: a run whose execution ended without
+        # settling (an engine failure, say) must expire so another attempt takes it (G8).
+        local = dict(self.executions)
+        held = {s.rid: s for s in await self.store.renew_leases(
+            self.instance, self.settings.lease_ttl, list(local))}
+        self._renewed = time.monotonic()
+        for rid, ex in local.items():
+            if ex.done.is_set():
                 continue
-            for rid, ex in local.items():
-                if ex.done.is_set():
-                    continue
-                state = held.get(rid)
-                if state is None or state.attempt != ex.run.attempts:
-                    # Fencing: without the lease we must not write another byte.
-                    ex.stop("lease_lost")
-                elif state.cancel_requested:
-                    ex.stop("cancel")
+            state = held.get(rid)
+            if state is None or state.attempt != ex.run.attempts:
+                # Fencing: without the lease we must not write another byte.
+                ex.stop("lease_lost")
+            elif state.cancel_requested:
+                ex.stop("cancel")
 
     async def _upkeep(self) -> None:
         s = self.settings
@@ -483,6 +514,8 @@ class Engine(EdgeReads):
                     if freed.runs or freed.events:
                         log.info("retention: compacted %d runs, removed %d events "
                                  "(%d bytes)", freed.runs, freed.events, freed.bytes)
+            except StoreUnavailable:
+                pass  # said once by the StorageWatch; the next round prunes
             except Exception:
                 log.exception("retention pruning failed")
             await asyncio.sleep(every)

@@ -26,7 +26,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from outlast.config import Settings, webhook_key, webhook_url_problem
-from outlast.errors import InvalidRequest
+from outlast.errors import InvalidRequest, StoreUnavailable
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import tool_calls
 from outlast.store.base import FinishWrite, RunRecord, Store, WebhookRecord, WebhookWrite
@@ -184,6 +184,8 @@ class Deliveries:
             self._wake.clear()  # before looking: a wake during the look is kept
             try:
                 delay = await self._round()
+            except StoreUnavailable:
+                delay = 1.0  # said once by the StorageWatch; deliveries wait for the store
             except Exception:
                 log.exception("webhook delivery failed; retrying")
                 delay = 1.0
@@ -236,6 +238,8 @@ class Deliveries:
             held = await self.store.webhook_settle(
                 hook.wid, self.instance, hook.attempts, status=status, next_at=next_at,
                 last_status=result.status, last_error=result.error)
+        except StoreUnavailable:
+            return  # its lease expires and it is tried again, once the store writes
         except Exception:
             log.exception("webhook %s: could not record attempt %d (its lease expires and "
                           "it is tried again)", hook.id, hook.attempts)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from outlast.engine.hub import Hub
+from outlast.engine.storage import StorageWatch
+from outlast.errors import StoreUnavailable
 from outlast.store.base import FinishWrite, RunWrite, SnapshotWrite, Store, StoredEvent
 
 log = logging.getLogger("outlast.writer")
@@ -45,6 +47,14 @@ COMMIT_INTERVAL = 0.004
 latency: the first write after a quiet spell commits at once, but under a steady
 trickle (many runs at a model's pace) events gather for this long, so that one commit
 carries many runs' events instead of each event paying a transaction of its own."""
+
+
+FIRST_RETRY = 0.05
+MAX_RETRY = 0.5
+"""Seconds between commit attempts while the store cannot write (doubling from the
+first); a probe write (engine.storage) ends the wait as soon as the store writes."""
+CLOSE_GRACE = 5.0
+"""Seconds a shutdown keeps retrying an outage before leaving the writes unstored."""
 
 
 def merge_snapshots(snapshots: list[SnapshotWrite]) -> SnapshotWrite:
@@ -117,8 +127,10 @@ class Writer:
     """Commits pending run writes in batches and publishes them once committed."""
 
     def __init__(self, store: Store, hub: Hub, on_commit: Callable[[list[RunWrite]], None],
-                 on_batch: Callable[[float], None] | None = None) -> None:
+                 on_batch: Callable[[float], None] | None = None,
+                 storage: StorageWatch | None = None) -> None:
         self._store = store
+        self._storage = storage or StorageWatch("the store", None)
         self._hub = hub
         self._on_commit = on_commit  # told each commit's writes, fenced ones left out
         self._on_batch = on_batch  # told each commit's duration (seconds)
@@ -127,13 +139,16 @@ class Writer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._closing_at = 0.0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="outlast-writer")
 
     async def stop(self) -> None:
-        """Commit what is pending, then end the loop."""
+        """Commit what is pending, then end the loop (during a store outage, after trying
+        for ``CLOSE_GRACE`` seconds)."""
         self._closing = True
+        self._closing_at = time.monotonic()
         self._wake.set()
         if self._task is not None:
             await self._task
@@ -226,6 +241,7 @@ class Writer:
 
     async def _loop(self) -> None:
         last_start = -COMMIT_INTERVAL
+        retry = FIRST_RETRY
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -260,23 +276,26 @@ class Writer:
             started = time.perf_counter()
             try:
                 fenced = await self._store.write(writes)
+            except StoreUnavailable as exc:
+                if not self._closing or time.monotonic() - self._closing_at < CLOSE_GRACE:
+                    # Nothing of this commit is stored; the store said so once (the
+                    # StorageWatch). Every run keeps its writes and its lease, and the
+                    # next attempt goes as soon as the store writes again (G2, G8).
+                    for ch, w, ws in zip(channels, writes, waiters, strict=True):
+                        self._put_back(ch, w, ws)
+                    await self._storage.wait_writable(retry)
+                    retry = min(retry * 2, MAX_RETRY)
+                    self._wake.set()
+                    continue
+                log.error("%s; %d runs stop with their writes unstored (resumed from their "
+                          "last boundary at the next start)", exc.message, len(writes))
+                self._fail(channels, waiters, exc)
+                continue
             except Exception as exc:  # the store failed: every waiter learns it
                 log.exception("committing %d run writes failed", len(writes))
-                for ch in channels:
-                    ch.inflight = False
-                    if not ch.pending:  # flushes that came during the commit
-                        waiters.append(ch.waiters)
-                        ch.waiters = []
-                for futures in waiters:
-                    for fut in futures:
-                        if not fut.done():
-                            fut.set_exception(exc)
-                for ch in channels:
-                    ch.fenced = True
-                    self._release_room(ch)
-                    if ch.on_fenced is not None:
-                        ch.on_fenced()
+                self._fail(channels, waiters, exc)
                 continue
+            retry = FIRST_RETRY
             if self._on_batch is not None:
                 self._on_batch(time.perf_counter() - started)
             committed: list[RunWrite] = []
@@ -305,6 +324,38 @@ class Writer:
                 if ch.pending and not ch.fenced:
                     self._mark(ch)  # the rest of its backlog: next commit
             self._on_commit(committed)
+
+    def _fail(self, channels: list[RunChannel], waiters: list[list[asyncio.Future[None]]],
+              exc: Exception) -> None:
+        """A commit that cannot be made: its runs stop writing, their waiters learn why."""
+        for ch in channels:
+            ch.inflight = False
+            if not ch.pending:  # flushes that came during the commit
+                waiters.append(ch.waiters)
+                ch.waiters = []
+        for futures in waiters:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_exception(exc)
+        for ch in channels:
+            ch.fenced = True
+            self._release_room(ch)
+            if ch.on_fenced is not None:
+                ch.on_fenced()
+
+    def _put_back(self, ch: RunChannel, w: RunWrite, waiting: list[asyncio.Future[None]]
+                  ) -> None:
+        """A write the store did not take goes back in front of what came since, its
+        flushes still waiting."""
+        ch.inflight = False
+        ch.events[:0] = w.events
+        ch.constructs[:0] = w.constructs
+        if w.snapshot is not None:
+            ch.snapshots.insert(0, w.snapshot)
+        if w.finish is not None:
+            ch.finish = w.finish
+        ch.waiters[:0] = waiting
+        self._dirty[ch.rid] = ch
 
     @staticmethod
     def _run_committed(ch: RunChannel) -> None:

@@ -67,11 +67,16 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
     async def healthz() -> dict[str, Any]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: the store answers", tags=["ops"],
+    @app.get("/readyz", summary="Readiness: the store answers and writes", tags=["ops"],
              response_model=None)
     async def readyz() -> JSONResponse:
         if engine.draining:
             return errors.error_response("draining", "the server is shutting down")
+        outage = engine.storage.outage
+        if outage is not None:  # ready again by itself once a write works
+            return errors.error_response(
+                outage.code, outage.message,
+                response_headers={"Retry-After": str(outage.retry_after)})
         try:
             await engine.ping()
         except Exception:

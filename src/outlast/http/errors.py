@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from outlast.errors import OutlastError
+from outlast.errors import OutlastError, StoreUnavailable
 
 log = logging.getLogger("outlast.http")
 
@@ -37,6 +37,8 @@ STATUS: dict[str, int] = {
     "headers_too_large": 431,
     "method_not_allowed": 405,
     "draining": 503,
+    "storage_full": 503,
+    "store_unavailable": 503,
     # fork
     "history_diverged": 409,
     "thread_id_conflict": 409,
@@ -91,6 +93,10 @@ def install(app: FastAPI) -> None:
         if exc.code not in STATUS:
             log.error("unmapped error %s: %s", exc.code, exc.message)
             return error_response("internal", "internal error")
+        if isinstance(exc, StoreUnavailable):
+            # Nothing was stored; the load balancer and the client may try again.
+            return error_response(exc.code, exc.message,
+                                  response_headers={"Retry-After": str(exc.retry_after)})
         return error_response(exc.code, exc.message, **exc.fields)
 
     async def validation(_: Request, exc: Exception) -> JSONResponse:

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from outlast.store.notifications import Notification
+from outlast.store.outage import Report
 from outlast.store.records import (
     FINAL,
     AdmitRequest,
@@ -86,9 +87,18 @@ class Store(ABC):
     async def close(self) -> None:
         """Release connections."""
 
+    report_outage: Report | None = None
+    """Set by the engine: told of every outage a write meets (``StorageFull``,
+    ``StoreUnavailable``), and of every write that works (None)."""
+
     @abstractmethod
     async def ping(self) -> None:
         """Raise if the store is unreachable."""
+
+    @abstractmethod
+    async def probe_write(self) -> None:
+        """One small write that changes nothing: raises ``StorageFull`` or
+        ``StoreUnavailable`` while the store cannot write."""
 
     # -- admission -------------------------------------------------------
     @abstractmethod

@@ -29,6 +29,7 @@ from outlast.store.base import (
     WebhookWrite,
 )
 from outlast.store.notifications import CHANNELS, Notification, WorkAvailable, decode, encode
+from outlast.store.outage import outages, postgres_outage
 from outlast.store.sql import Query
 from outlast.store.sqlconn import Row, UniqueViolation
 from outlast.store.sqlstore import SqlStore
@@ -181,7 +182,8 @@ class PostgresStore(SqlStore):
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[_Conn]:
         assert self._pool is not None, "store is not open"
-        async with self._pool.acquire() as con:
+        async with outages(postgres_outage, self.report_outage, write=True), \
+                self._pool.acquire() as con:
             try:
                 async with con.transaction():
                     yield _Conn(con, self._queries)
@@ -191,18 +193,18 @@ class PostgresStore(SqlStore):
     async def _read_one(self, name: str, **params: Any) -> Row | None:
         # One statement sees one snapshot by itself: no transaction, one round trip.
         assert self._pool is not None, "store is not open"
-        async with self._pool.acquire() as con:
+        async with outages(postgres_outage), self._pool.acquire() as con:
             return await _Conn(con, self._queries).one(name, **params)
 
     async def _read_all(self, name: str, **params: Any) -> list[Row]:
         assert self._pool is not None, "store is not open"
-        async with self._pool.acquire() as con:
+        async with outages(postgres_outage), self._pool.acquire() as con:
             return await _Conn(con, self._queries).all(name, **params)
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[_Conn]:
         assert self._pool is not None, "store is not open"
-        async with self._pool.acquire() as con, \
+        async with outages(postgres_outage), self._pool.acquire() as con, \
                 con.transaction(isolation="repeatable_read", readonly=True):
             # One snapshot for every statement: a snapshot's messages and its
             # coordinate agree (G5).

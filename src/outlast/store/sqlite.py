@@ -24,6 +24,7 @@ import anyio
 
 from outlast.errors import OutlastError
 from outlast.store.notifications import Notification
+from outlast.store.outage import outages, sqlite_outage
 from outlast.store.records import AdmitRequest, AdmitResult
 from outlast.store.sql import Query
 from outlast.store.sqlconn import Row, UniqueViolation
@@ -303,8 +304,9 @@ class SQLiteStore(SqlStore):
         assert self._inline_writer is not None and self._writes is not None, \
             "store is not open"
         await self._write_lock.acquire(batch=batch)
-        return await _in_thread(self._writes, self._write_lock.release,
-                                self._write_here, self._inline_writer, body)
+        async with outages(sqlite_outage, self.report_outage, write=True):
+            return await _in_thread(self._writes, self._write_lock.release,
+                                    self._write_here, self._inline_writer, body)
 
     def _write_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
         db.execute("BEGIN IMMEDIATE")
@@ -330,7 +332,8 @@ class SQLiteStore(SqlStore):
         if len(self._admissions) == 1:  # the first of a group: it takes the lock for all
             self._start_group()
         try:
-            return await fut
+            async with outages(sqlite_outage, self.report_outage, write=True):
+                return await fut
         except UniqueViolation:
             return await super().admit(req)  # one at a time, with the retries of G3
 
@@ -396,8 +399,9 @@ class SQLiteStore(SqlStore):
     async def _in_read(self, body: Body[T]) -> T:
         assert self._reads is not None, "store is not open"
         db = await self._inline_readers.get()
-        return await _in_thread(self._reads, lambda: self._inline_readers.put_nowait(db),
-                                self._read_here, db, body)
+        async with outages(sqlite_outage):
+            return await _in_thread(self._reads, lambda: self._inline_readers.put_nowait(db),
+                                    self._read_here, db, body)
 
     def _read_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
         db.execute("BEGIN")  # one snapshot for every statement of the body (G5)
@@ -507,7 +511,7 @@ class SQLiteStore(SqlStore):
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[_Conn]:
         assert self._writer is not None, "store is not open"
-        async with self._write_lock:
+        async with outages(sqlite_outage, self.report_outage, write=True), self._write_lock:
             db = self._writer
             if db.in_transaction:
                 await _settle(db)
@@ -532,6 +536,12 @@ class SQLiteStore(SqlStore):
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[_Conn]:
+        async with outages(sqlite_outage):
+            async with self._read_here_async() as c:
+                yield c
+
+    @asynccontextmanager
+    async def _read_here_async(self) -> AsyncIterator[_Conn]:
         db = await self._readers.get()
         try:
             if db.in_transaction:

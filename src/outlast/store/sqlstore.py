@@ -361,6 +361,9 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         rows = await self._read_all("interrupts_resolved_by_run", rid=rid)
         return [InterruptRecord.from_row(r) for r in rows]
 
+    async def probe_write(self) -> None:
+        await self._in_write(lambda c: c.run("schema_version_touch"))
+
     # -- leases ----------------------------------------------------------
     async def claim_queued(self, instance: str, ttl: float, limit: int, *,
                            start: bool = False) -> list[RunRecord]:
