@@ -300,4 +300,3 @@ def test_reasoning_and_a_subagent_are_shown(context: Any, module_server: ServerP
     expect(sub).to_have_count(2)  # the reviewer's reasoning and its answer
     expect(sub.last.locator(".meta")).to_have_text("assistant · subagent reviewer")
     expect(sub.last.locator(".content")).to_contain_text("Review: all 2 steps look right.")
-    page.screenshot(path=os.environ.get("OUTLAST_SCREENSHOT", "/dev/null"))
