@@ -70,3 +70,27 @@ async def test_a_reattach_inside_a_subagents_reasoning_reopens_both(
     assert head == ["RUN_STARTED", "SUBAGENT_STARTED", "REASONING_START",
                     "REASONING_MESSAGE_START"], head
     assert all(f.event.get("subagentRunId") for f in frames[1:4])
+
+
+async def test_the_demos_approval_its_continuation_and_their_reattaches_are_valid(
+        served: InProcess) -> None:
+    thread, run = uid("t"), uid("r")
+    _, frames = await collect(served.client, "POST", "/agents/demo", json=demo_input(
+        thread, run, steps=2, step_delay_ms=0, approve_at=[2], think=True))
+    events = [f.event for f in frames]
+    assert events[-1]["outcome"]["type"] == "interrupt", events[-1]
+    assert_valid(events, (*FEATURES, "human-in-the-loop"))
+    [interrupt] = events[-1]["outcome"]["interrupts"]
+    r = await served.client.post(f"/threads/{thread}/resume", json={"resume": [{
+        "interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}]})
+    assert r.status_code == 200, r.text
+    continuation = r.json()["run"]["runId"]
+    _, rest = await collect(served.client, "GET", f"/runs/{continuation}/events")
+    after = [f.event for f in rest]
+    assert after[-1]["type"] == "RUN_FINISHED", after[-1]
+    first = next(i for i, e in enumerate(after) if e["type"] == "TOOL_CALL_RESULT")
+    assert after[first]["toolCallId"] == interrupt["toolCallId"]
+    assert_valid(after, FEATURES, allowed={("AGUI207", first)})
+    await assert_every_reattach_valid(served.client, run, FEATURES)
+    await assert_every_reattach_valid(served.client, continuation, FEATURES,
+                                      owed=[interrupt["toolCallId"]])
