@@ -31,6 +31,7 @@ from ag_ui.core.token_usage import token_usage_from_langchain_metadata
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
+from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
 
@@ -54,8 +55,6 @@ log = logging.getLogger("outlast.agents.langgraph")
 
 SESSION_KEY = "langgraph"
 INTERRUPT_KIND = "langgraph_interrupt"
-ENGINE_PLACEHOLDER = "result_"  # the id prefix of the result the engine gives a call
-# left open by a crashed attempt (engine.execution._close_open)
 CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "outlast_langgraph_run", default=None)
 """The run whose graph is executing: its tools journal through it (tasks inherit it)."""
@@ -251,12 +250,12 @@ class LangGraphAgent(Agent):
         saved = ctx.session_state.get(SESSION_KEY) or {}
         if ctx.resumed and state.next and saved.get("run") == ctx.run_id:
             # A crash: the graph goes on from its last finished node.
-            await relay.mark_cut_off(saved.get("settled"))
+            if isinstance(saved.get("settled"), int):
+                await mark_cut_off(ctx, saved["settled"])  # its node runs again
             log.info("run %s: resuming the graph at %s", ctx.run_id, list(state.next))
             return None
         held = {getattr(m, "id", None) for m in (state.values or {}).get("messages", ())}
-        new = [m for m in ctx.messages if m.get("id") not in held
-               and not str(m.get("id", "")).startswith(ENGINE_PLACEHOLDER)]
+        new = [m for m in ctx.messages if m.get("id") not in held and not is_placeholder(m)]
         ctx.session_state.setdefault(SESSION_KEY, {}).update(
             run=ctx.run_id, settled=len(ctx.messages))
         return {"messages": to_langchain(new)}
@@ -360,14 +359,8 @@ class _Relay:
             return
         self.answered.add(call)
         content = text_of(message.content)
-        placeholder = ENGINE_PLACEHOLDER + call
-        if any(m.get("id") == placeholder for m in self.ctx.messages):
-            # A call a crashed attempt left open: its result replaces the engine's
-            # placeholder, one result per call.
-            await self.ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
-                dict(m, content=content) if m.get("id") == placeholder else m
-                for m in self.ctx.messages]})
-            return
+        if await answer_placeholder(self.ctx, call, content):
+            return  # a call a crashed attempt left open
         await self.ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": str(
             message.id or self.ctx.new_id("result")), "toolCallId": call, "role": "tool",
             "content": content})
@@ -386,16 +379,6 @@ class _Relay:
             text, self.text = self.text, None
             await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text})
 
-    async def mark_cut_off(self, settled: Any) -> None:
-        """A reply a dead attempt was streaming: kept, marked, its node runs again."""
-        if not isinstance(settled, int):
-            return
-        tail = self.ctx.messages[settled:]
-        cut = [m for m in tail[-1:] if m.get("role") == "assistant" and not m.get("toolCalls")]
-        if cut:
-            await self.ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
-                dict(m, metadata={**(m.get("metadata") or {}), "finishReason": "interrupted"})
-                if m.get("id") == cut[0].get("id") else m for m in self.ctx.messages]})
 
 
 def _interrupt(item: Any) -> dict[str, Any]:

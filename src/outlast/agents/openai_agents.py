@@ -33,6 +33,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
+from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
 
@@ -45,8 +46,6 @@ log = logging.getLogger("outlast.agents.openai_agents")
 
 SESSION_KEY = "openai_agents"
 APPROVAL_KIND = "openai_agents_approval"
-ENGINE_PLACEHOLDER = "result_"  # the id prefix of the result the engine gives a call
-# left open by a crashed attempt (engine.execution._close_open)
 
 
 def _require() -> Any:
@@ -321,14 +320,8 @@ class _Relay:
             await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call})
         content = output if isinstance(output, str) else json.dumps(
             to_jsonable_python(output, fallback=str))
-        placeholder = ENGINE_PLACEHOLDER + call
-        if any(m.get("id") == placeholder for m in self.ctx.messages):
-            # A call a crashed attempt left open: its real result replaces the engine's
-            # placeholder, one result per call.
-            await self.ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
-                dict(m, content=content) if m.get("id") == placeholder else m
-                for m in self.ctx.messages]})
-            return
+        if await answer_placeholder(self.ctx, call, content):
+            return  # a call a crashed attempt left open
         await self.ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": self.ctx.new_id("result"),
                              "toolCallId": call, "role": "tool", "content": content})
 
@@ -340,23 +333,19 @@ class _Relay:
         ctx = self.ctx
         if not (ctx.resumed and saved.get("run") == ctx.run_id and "settled" in saved):
             return list(ctx.messages)
-        tail = ctx.messages[int(saved["settled"]):]
-        cut = [m for m in tail[-1:] if m.get("role") == "assistant" and not m.get("toolCalls")]
-        if cut:
-            await ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
-                dict(m, metadata={**(m.get("metadata") or {}), "finishReason": "interrupted"})
-                if m.get("id") == cut[0].get("id") else m for m in ctx.messages]})
+        settled = int(saved["settled"])
+        tail = ctx.messages[settled:]
+        cut = await mark_cut_off(ctx, settled)
         tools = {t.name: t for t in _all_tools(agent)}
         calls = {c["id"]: c for m in tail for c in m.get("toolCalls") or ()}
         for m in list(ctx.messages):
-            if m.get("role") == "tool" and str(m.get("id", "")).startswith(ENGINE_PLACEHOLDER):
+            if is_placeholder(m):
                 call = calls.get(str(m.get("toolCallId")))
                 tool = tools.get(call["function"]["name"]) if call else None
                 if call is not None and tool is not None:
                     await self._answer_owed(tool, call)
-        dropped = {m.get("id") for m in cut}
-        log.info("run %s: resuming from message %s", ctx.run_id, saved["settled"])
-        return [m for m in ctx.messages if m.get("id") not in dropped]
+        log.info("run %s: resuming from message %d", ctx.run_id, settled)
+        return [m for m in ctx.messages if m.get("id") != cut]
 
     async def _answer_owed(self, tool: Any, call: dict[str, Any]) -> None:
         lib = _require()

@@ -29,6 +29,7 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 
 from outlast.agent import Agent, AgentError, Capabilities, RunContext
+from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
 from outlast.errors import MissingDependency
 
 try:
@@ -43,8 +44,6 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 log = logging.getLogger("outlast.agents.pydantic_ai")
 
 SESSION_KEY = "pydantic_ai"
-ENGINE_PLACEHOLDER = "result_"  # the id prefix of the result the engine gives a call
-# left open by a crashed attempt (engine.execution._close_open)
 OPENERS = frozenset({"TEXT_MESSAGE_START", "TOOL_CALL_START", "REASONING_START",
                      "REASONING_MESSAGE_START"})
 CLOSERS = frozenset({"TEXT_MESSAGE_END", "TOOL_CALL_END", "REASONING_END",
@@ -134,28 +133,16 @@ class PydanticAIAgent(Agent):
     async def _history(self, ctx: RunContext) -> tuple[list[dict[str, Any]], list[str]]:
         """The conversation to hand the adapter, and the calls a crashed attempt left
         without a result (to execute now)."""
-        messages = list(ctx.messages)
         saved = ctx.session_state.get(SESSION_KEY)
+        messages = list(ctx.messages)
         if not (ctx.resumed and isinstance(saved, dict) and saved.get("run") == ctx.run_id):
             return messages, []
         settled = int(saved.get("settled") or 0)
-        tail = messages[settled:]
-        owed = [m["toolCallId"] for m in tail if m.get("role") == "tool"
-                and str(m.get("id", "")).startswith(ENGINE_PLACEHOLDER)]
-        cut = [m for m in tail[-1:] if m.get("role") == "assistant"
-               and not m.get("toolCalls")]
-        if cut:
-            # The reply the dead attempt was streaming: kept, marked, not sent back to the
-            # model (it answers again). An ended message is never started again (G11).
-            marked = {"finishReason": "interrupted"}
-            await ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
-                dict(m, metadata={**(m.get("metadata") or {}), **marked})
-                if m is cut[0] else m for m in messages]})
-        dropped = {m.get("id") for m in cut}
-        history = [m for m in ctx.messages if m.get("id") not in dropped and not (
-            m.get("role") == "tool" and str(m.get("id", "")).startswith(ENGINE_PLACEHOLDER))]
-        log.info("run %s: resuming from message %d (%d calls owed, %d reply cut off)",
-                 ctx.run_id, settled, len(owed), len(cut))
+        owed = [m["toolCallId"] for m in messages[settled:] if is_placeholder(m)]
+        cut = await mark_cut_off(ctx, settled)  # the model answers again
+        history = [m for m in ctx.messages if m.get("id") != cut and not is_placeholder(m)]
+        log.info("run %s: resuming from message %d (%d calls owed, reply cut off: %s)",
+                 ctx.run_id, settled, len(owed), cut is not None)
         return history, owed
 
 
@@ -201,18 +188,9 @@ class _Relay:
             self.unanswered.discard(call)
             if call in self.owed:
                 self.owed.discard(call)
-                await self._replace(call, event)
-                return
+                if await answer_placeholder(self.ctx, call, event.get("content")):
+                    return
         await self.ctx.emit(event)
-
-    async def _replace(self, call: str, event: dict[str, Any]) -> None:
-        """The real result of a call a crashed attempt left open replaces the engine's
-        placeholder: one result per call."""
-        placeholder = ENGINE_PLACEHOLDER + call
-        content = event.get("content")
-        await self.ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
-            dict(m, content=content) if m.get("id") == placeholder else m
-            for m in self.ctx.messages]})
 
 
 def factory(settings: Any = None) -> PydanticAIAgent:
