@@ -1,7 +1,7 @@
 """A LangGraph graph for the host's tests: a model node (langchain-openai's ChatOpenAI
 pointed at the scripted model server, ``$OUTLAST_OPENAI_BASE_URL``), a review node that
 asks a person with ``interrupt()`` before any ``send_email`` call, and a ``ToolNode``.
-Each tool execution appends a line to ``$LANGGRAPH_TOOL_LOG``."""
+Each tool execution appends a line to ``$HOST_TOOL_LOG``."""
 
 # No `from __future__ import annotations`: LangGraph reads the nodes' type hints.
 
@@ -11,7 +11,7 @@ from typing import Any
 
 
 def _record(line: str) -> None:
-    with Path(os.environ["LANGGRAPH_TOOL_LOG"]).open("a", encoding="utf-8") as f:
+    with Path(os.environ["HOST_TOOL_LOG"]).open("a", encoding="utf-8") as f:
         f.write(line + "\n")
         f.flush()
         os.fsync(f.fileno())

@@ -1,6 +1,6 @@
 """OpenAI Agents SDK agents for the host's tests: the SDK's chat-completions model
 pointed at the scripted model server (``$OUTLAST_OPENAI_BASE_URL``), tracing export off
-(no network here); each tool execution appends a line to ``$OPENAI_AGENTS_TOOL_LOG``."""
+(no network here); each tool execution appends a line to ``$HOST_TOOL_LOG``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 
 def _record(line: str) -> None:
-    with Path(os.environ["OPENAI_AGENTS_TOOL_LOG"]).open("a", encoding="utf-8") as f:
+    with Path(os.environ["HOST_TOOL_LOG"]).open("a", encoding="utf-8") as f:
         f.write(line + "\n")
         f.flush()
         os.fsync(f.fileno())

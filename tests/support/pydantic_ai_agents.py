@@ -1,6 +1,6 @@
 """Pydantic AI agents for the host's tests: the framework's own OpenAI chat model pointed
 at the scripted model server (``$OUTLAST_OPENAI_BASE_URL``); each tool execution appends
-a line to ``$PYDANTIC_AI_TOOL_LOG``, so exactly-once is checked from outside."""
+a line to ``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 
 def _record(line: str) -> None:
-    with Path(os.environ["PYDANTIC_AI_TOOL_LOG"]).open("a", encoding="utf-8") as f:
+    with Path(os.environ["HOST_TOOL_LOG"]).open("a", encoding="utf-8") as f:
         f.write(line + "\n")
         f.flush()
         os.fsync(f.fileno())
