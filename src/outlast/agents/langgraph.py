@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import base64
 import contextvars
-import importlib
 import json
 import logging
-import os
 from typing import Any
 
 from ag_ui.core.token_usage import token_usage_from_langchain_metadata
@@ -32,6 +30,7 @@ from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
 from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
+from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
 
@@ -395,10 +394,5 @@ def factory(settings: Any = None) -> LangGraphAgent:
     """``--agent NAME=outlast.agents.langgraph:factory`` with
     ``OUTLAST_LANGGRAPH_GRAPH=module:attr`` naming a compiled graph, or a function of the
     settings returning one."""
-    target = os.environ.get("OUTLAST_LANGGRAPH_GRAPH")
-    if not target or ":" not in target:
-        raise SystemExit("the LangGraph host needs OUTLAST_LANGGRAPH_GRAPH=module:attr")
-    module, _, attr = target.partition(":")
-    obj = getattr(importlib.import_module(module), attr)
-    graph = obj if hasattr(obj, "astream") else obj(settings)
-    return LangGraphAgent(graph)
+    return LangGraphAgent(load_target("OUTLAST_LANGGRAPH_GRAPH", "LangGraph host",
+                                      lambda o: hasattr(o, "astream"), settings))

@@ -20,12 +20,11 @@ call is not run): the framework binds an approval to the call as recorded.
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 from typing import Any
 
 from outlast.agent import Agent, Capabilities, Resolution, RunContext
+from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
 
@@ -270,10 +269,5 @@ def _approval(request: Any) -> dict[str, Any]:
 def factory(settings: Any = None) -> MafAgent:
     """``--agent NAME=outlast.agents.maf:factory`` with ``OUTLAST_MAF_AGENT=module:attr``
     naming a MAF agent, or a function of the settings returning one."""
-    target = os.environ.get("OUTLAST_MAF_AGENT")
-    if not target or ":" not in target:
-        raise SystemExit("the MAF adapter needs OUTLAST_MAF_AGENT=module:attr")
-    module, _, attr = target.partition(":")
-    obj = getattr(importlib.import_module(module), attr)
-    agent = obj(settings) if callable(obj) and not hasattr(obj, "run") else obj
-    return MafAgent(agent)
+    return MafAgent(load_target("OUTLAST_MAF_AGENT", "MAF adapter",
+                                lambda o: hasattr(o, "run"), settings))

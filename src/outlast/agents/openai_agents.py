@@ -24,16 +24,15 @@ Install with ``pip install "outlast[openai-agents]"``.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
-import os
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
 from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
+from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
 
@@ -372,11 +371,6 @@ def factory(settings: Any = None) -> OpenAIAgentsAgent:
     """``--agent NAME=outlast.agents.openai_agents:factory`` with
     ``OUTLAST_OPENAI_AGENTS_AGENT=module:attr`` naming an ``agents.Agent``, or a function of
     the settings returning one."""
-    target = os.environ.get("OUTLAST_OPENAI_AGENTS_AGENT")
-    if not target or ":" not in target:
-        raise SystemExit("the OpenAI Agents host needs OUTLAST_OPENAI_AGENTS_AGENT=module:attr")
-    module, _, attr = target.partition(":")
-    obj = getattr(importlib.import_module(module), attr)
     lib = _require()
-    agent = obj if isinstance(obj, lib.Agent) else obj(settings)
-    return OpenAIAgentsAgent(agent)
+    return OpenAIAgentsAgent(load_target("OUTLAST_OPENAI_AGENTS_AGENT", "OpenAI Agents host",
+                                         lambda o: isinstance(o, lib.Agent), settings))

@@ -21,15 +21,14 @@ Install with ``pip install "outlast[pydantic-ai]"``.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
 from typing import Any
 
 from ag_ui.core import RunAgentInput
 
 from outlast.agent import Agent, AgentError, Capabilities, RunContext
 from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
+from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 
 try:
@@ -197,11 +196,6 @@ def factory(settings: Any = None) -> PydanticAIAgent:
     """``--agent NAME=outlast.agents.pydantic_ai:factory`` with
     ``OUTLAST_PYDANTIC_AI_AGENT=module:attr`` naming a ``pydantic_ai.Agent``, or a function
     of the settings returning one."""
-    target = os.environ.get("OUTLAST_PYDANTIC_AI_AGENT")
-    if not target or ":" not in target:
-        raise SystemExit("the Pydantic AI host needs OUTLAST_PYDANTIC_AI_AGENT=module:attr")
-    module, _, attr = target.partition(":")
-    obj = getattr(importlib.import_module(module), attr)
     lib = _require()
-    agent = obj if isinstance(obj, lib.Agent) else obj(settings)
-    return PydanticAIAgent(agent)
+    return PydanticAIAgent(load_target("OUTLAST_PYDANTIC_AI_AGENT", "Pydantic AI host",
+                                       lambda o: isinstance(o, lib.Agent), settings))
