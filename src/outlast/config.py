@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import annotated_types
 from pydantic import Field, JsonValue, SecretStr, ValidationInfo, field_validator
@@ -133,6 +133,12 @@ class Settings(BaseSettings):
     cors_origins: list[str] = setting(help="a browser origin allowed to call the API "
                                       "(repeatable); default: none", metavar="ORIGIN",
                                       default_factory=list, flag="--cors-origin")
+    allowed_hosts: list[str] = setting(help="a name the server answers to besides loopback "
+                                       "names and the bind address (repeatable): "
+                                       "api.example.com, .example.com for a domain and its "
+                                       "subdomains, or * for any; a request with another "
+                                       "Host gets 403 (DNS rebinding)", metavar="NAME",
+                                       default_factory=list, flag="--allowed-host")
     sqlite_synchronous: Literal["FULL", "NORMAL"] = setting(
         "FULL", "SQLite's synchronous mode; NORMAL may lose the last commits on power loss")
     extra_agents: list[str] = setting(help="register another agent (repeatable)",
@@ -206,6 +212,14 @@ class Settings(BaseSettings):
             webhook_url_problem(prefix, prefix=True, raise_it=True)
         if value and info.data.get("webhook_secret") is None:
             raise ValueError("webhooks are signed: give --webhook-secret too")
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if (problem := allowed_host_problem(name)) is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator("sqlite_synchronous", mode="before")
@@ -286,6 +300,70 @@ def _url_problem(url: str, prefix: bool) -> str | None:
         return f"expected an http:// or https:// URL with a host, got {url[:200]!r}"
     if prefix and not parts.path.startswith("/"):
         return f"a webhook prefix reaches the / after the host (like {url}/), got {url[:200]!r}"
+    if _climbs(parts.path):
+        return ("a webhook URL has no . or .. path segments and no backslash, in any "
+                f"spelling (%2e, %2E%2E%2F, ...), got {url[:200]!r}")
+    return None
+
+
+def _climbs(path: str) -> bool:
+    """Whether ``path``, decoded as often as a chain of servers might, holds a ``.`` or
+    ``..`` segment or a backslash (which some servers take for a slash): either could
+    take a request out of the prefix it was admitted under."""
+    for _ in range(8):
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return "\\" in path or any(segment in (".", "..") for segment in path.split("/"))
+
+
+def within_prefix(url: str, prefix: str) -> bool:
+    """Whether ``url`` lies under ``prefix``, compared part by part as a client sends
+    it (scheme and host in any case, a default port written or not), never as text."""
+    a, b = urlsplit(url), urlsplit(prefix)
+    try:
+        ports = (a.port or _DEFAULT_PORTS.get(a.scheme.lower()),
+                 b.port or _DEFAULT_PORTS.get(b.scheme.lower()))
+    except ValueError:
+        return False
+    return (a.scheme.lower() == b.scheme.lower() and a.hostname == b.hostname
+            and ports[0] == ports[1] and (a.username, a.password) == (b.username, b.password)
+            and a.path.startswith(b.path) and not _climbs(a.path))
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def host_name(value: str) -> str | None:
+    """The name of a ``Host`` header or of an allowed host, lowercased, without port,
+    brackets or a trailing dot; None when it is not ``name[:port]`` or ``[v6][:port]``."""
+    value = value.strip().lower()
+    if not value or any(c in "/\\@?#" or ord(c) <= 32 or ord(c) == 127 for c in value):
+        return None
+    if value.startswith("["):
+        name, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return name or None
+    name, colon, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "")
+    if colon and not port.isdigit():
+        return None
+    name = name.rstrip(".")
+    return name or None
+
+
+def allowed_host_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an ``--allowed-host``; None when it can."""
+    bare = value.strip().removeprefix(".")
+    if value.strip() == "*":
+        return None
+    if "://" in bare:
+        return f"an allowed host is a name, not a URL, got {value[:200]!r}"
+    if bare.count(":") == 1 or "]:" in bare:
+        return f"an allowed host is a name without port (any port is served), got {value[:200]!r}"
+    if host_name(bare) is None:
+        return f"expected a host name like api.example.com, .example.com or *, got {value[:200]!r}"
     return None
 
 

@@ -73,9 +73,16 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def context(browser: Any) -> Iterator[Any]:
+    """A browser context whose pages must work under the server's Content-Security-
+    Policy: anything it refuses (an inline script or style, a foreign load) fails the
+    test that caused it."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    violations: list[str] = []
+    ctx.on("console", lambda msg: violations.append(msg.text)
+           if "Content Security Policy" in msg.text else None)
     yield ctx
     ctx.close()
+    assert not violations, violations
 
 
 def _with_knobs(ctx: Any, knobs: dict[str, Any]) -> None:
@@ -300,3 +307,36 @@ def test_reasoning_and_a_subagent_are_shown(context: Any, module_server: ServerP
     expect(sub).to_have_count(2)  # the reviewer's reasoning and its answer
     expect(sub.last.locator(".meta")).to_have_text("assistant · subagent reviewer")
     expect(sub.last.locator(".content")).to_contain_text("Review: all 2 steps look right.")
+
+
+def test_the_page_works_under_its_content_security_policy(
+        browser: Any, module_server: ServerProcess) -> None:
+    """The policy is in force (an injected inline script does not run) and the web
+    client and /docs still work under it."""
+    from playwright.sync_api import expect
+
+    ctx = browser.new_context()
+    refused: list[str] = []
+    ctx.on("console", lambda msg: refused.append(msg.text)
+           if "Content Security Policy" in msg.text else None)
+    try:
+        page = ctx.new_page()
+        response = page.goto(module_server.url + "/")
+        assert response is not None
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+        _send(page, "hello")
+        expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
+        page.evaluate("""() => { const s = document.createElement('script');
+                                 s.textContent = 'window.injected = true';
+                                 document.body.appendChild(s); }""")
+        assert page.evaluate("() => window.injected === undefined")
+        assert any("inline script" in text for text in refused), refused
+        refused.clear()
+
+        docs = ctx.new_page()
+        docs.goto(module_server.url + "/docs")
+        expect(docs.locator(".swagger-ui .info .title")).to_contain_text("outlast",
+                                                                         timeout=WAIT_MS)
+        assert not refused, refused
+    finally:
+        ctx.close()

@@ -25,7 +25,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from outlast.config import Settings, webhook_key, webhook_url_problem
+from outlast.config import Settings, webhook_key, webhook_url_problem, within_prefix
 from outlast.errors import InvalidRequest, StoreUnavailable
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import tool_calls
@@ -50,10 +50,20 @@ def check_request_webhook(settings: Settings, url: str) -> str:
         problem = f"a webhook URL is at most {MAX_URL} characters"
     if problem is not None:
         raise InvalidRequest(f"Outlast-Webhook: {problem}", header="Outlast-Webhook")
-    if not any(url.startswith(prefix) for prefix in settings.webhook_allow):
+    if not any(within_prefix(url, prefix) for prefix in settings.webhook_allow):
         raise InvalidRequest("Outlast-Webhook must start with a prefix the server allows "
                              "(--webhook-allow)", header="Outlast-Webhook")
     return url
+
+
+def admissible(settings: Settings, url: str) -> bool:
+    """Whether a stored delivery may still go to ``url``: one of ``--webhook``, or
+    under a ``--webhook-allow`` prefix now. Checked again before every attempt, so a
+    row admitted under a prefix since removed (or by an older, laxer check) is not sent."""
+    if url in settings.webhooks:
+        return True
+    return webhook_url_problem(url, prefix=False) is None and any(
+        within_prefix(url, prefix) for prefix in settings.webhook_allow)
 
 
 def owed(settings: Settings, run: RunRecord, fin: FinishWrite,
@@ -225,10 +235,15 @@ class Deliveries:
         assert self._key is not None and self._http is not None
         body = hook.body.encode()
         headers = signed_headers(self._key, hook.id, int(time.time()), body)
-        result = await delivery.attempt(self._http, hook.url, body, headers,
-                                        2 * self.settings.webhook_timeout)
+        refused = not admissible(self.settings, hook.url)
+        result = delivery.Attempt(False, None, "refused: the URL is no longer allowed "
+                                  "(--webhook, --webhook-allow)") if refused else \
+            await delivery.attempt(self._http, hook.url, body, headers,
+                                   2 * self.settings.webhook_timeout)
         now = time.time()
-        if result.ok:
+        if refused:
+            status, next_at = "expired", now
+        elif result.ok:
             status, next_at = "delivered", now
         else:
             s = self.settings

@@ -26,15 +26,17 @@ from outlast.http import (
 from outlast.http.auth import Principals
 from outlast.http.body import HeaderLimit
 from outlast.http.deps import Owner
+from outlast.http.guards import Guards, HostNames, inline_scripts_policy
 
 EXPOSED = ["Outlast-Run-Id", "Outlast-Thread-Id", "Outlast-Replayed"]
 DOCS_ASSETS = "/docs/assets"
 
 
 def create_app(engine: Engine, principals: Principals | None = None, *,
-               lifespan: bool = True) -> FastAPI:
+               lifespan: bool = True, mounted: bool = False) -> FastAPI:
     """An app serving ``engine``; the engine starts and stops with the app's lifespan
-    (with ``lifespan=False`` the host starts and stops it, as ``outlast.mount`` does)."""
+    (with ``lifespan=False`` the host starts and stops it, as ``outlast.mount`` does).
+    A ``mounted`` app leaves the Host and Origin policy to the app it is mounted in."""
 
     @asynccontextmanager
     async def app_lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -57,6 +59,11 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
         app.add_middleware(CORSMiddleware, allow_origins=engine.settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["*"], expose_headers=EXPOSED)
+    settings = engine.settings
+    app.add_middleware(  # outermost: nothing runs for a refused name or origin
+        Guards, hosts=None if mounted else HostNames.for_server(settings.host,
+                                                                settings.allowed_hosts),
+        origins=None if mounted else settings.cors_origins)
     app.include_router(routes_agents.router)
     app.include_router(routes_threads.router)
     app.include_router(routes_runs.router)
@@ -103,11 +110,13 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
+        page = get_swagger_ui_html(
             openapi_url=app.openapi_url or "/openapi.json", title="outlast API",
             swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
+        page.headers["content-security-policy"] = inline_scripts_policy(bytes(page.body))
+        return page
 
     app.mount(DOCS_ASSETS, StaticFiles(packages=[("swagger_ui", "static")]), name="docs-assets")
     app.mount("/static", StaticFiles(packages=[("outlast.web", "static")]), name="static")

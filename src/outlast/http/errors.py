@@ -18,6 +18,8 @@ log = logging.getLogger("outlast.http")
 STATUS: dict[str, int] = {
     "unauthorized": 401,
     "forbidden": 403,
+    "host_not_allowed": 403,
+    "origin_not_allowed": 403,
     "not_found": 404,
     "run_not_found": 404,
     "thread_not_found": 404,

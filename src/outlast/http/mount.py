@@ -51,7 +51,7 @@ def mount(app: Starlette, path: str = "/outlast", *, agents: Mapping[str, Agent]
                                          sqlite_synchronous=settings.sqlite_synchronous),
                     dict(agents))
     principals: Principals = HostPrincipals(principal) if principal else Principals()
-    app.mount(path, create_app(engine, principals, lifespan=False))
+    app.mount(path, create_app(engine, principals, lifespan=False, mounted=True))
 
     host_lifespan = app.router.lifespan_context
 
