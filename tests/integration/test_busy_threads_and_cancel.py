@@ -231,7 +231,7 @@ def test_a_draining_server_refuses_admission(server_factory: Any) -> None:
     host, port = srv.url.removeprefix("http://").split(":")
     body = json.dumps(demo_input("drain-t", "drain-r")).encode()
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(b"POST /agents/demo HTTP/1.1\r\nHost: outlast\r\n"
+        sock.sendall(b"POST /agents/demo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      b"Content-Type: application/json\r\nContent-Length: "
                      + str(len(body)).encode() + b"\r\n\r\n" + body[:10])
         time.sleep(0.3)

@@ -40,7 +40,7 @@ async def raw_request(url: str, body: dict[str, Any], headers: dict[str, str] | 
     loop = asyncio.get_running_loop()
     await loop.sock_connect(sock, (host, int(port)))
     raw = json.dumps(body).encode()
-    lines = [b"POST /agents/demo HTTP/1.1", b"Host: outlast",
+    lines = [b"POST /agents/demo HTTP/1.1", b"Host: 127.0.0.1",
              b"Content-Type: application/json", b"Content-Length: " + str(len(raw)).encode()]
     lines += [f"{k}: {v}".encode() for k, v in (headers or {}).items()]
     await loop.sock_sendall(sock, b"\r\n".join(lines) + b"\r\n\r\n" + raw)

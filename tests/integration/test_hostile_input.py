@@ -297,7 +297,7 @@ def _trickle(url: str) -> tuple[bytes, bool, float]:
     received = b""
     closed = False
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(b"POST /agents/demo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        sock.sendall(b"POST /agents/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                      b"\r\nContent-Length: 1000\r\n\r\n{")
         # Trickle one byte at a time, for up to 8 s: the server answers, then hangs up.
         while time.monotonic() - started < 8:
@@ -348,7 +348,7 @@ def test_a_request_head_past_every_limit_is_refused_without_harm(seeded: Seeded)
     sent = 0
     received = b""
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(b"GET /threads HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+        sock.sendall(b"GET /threads HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ")
         sock.settimeout(0.05)
         while sent < (1 << 20) and not received:
             try:
