@@ -67,9 +67,9 @@ async def test_a_reattach_inside_a_subagents_reasoning_reopens_both(
     _, frames = await collect(served.client, "GET", f"/runs/{run}/events",
                               headers={"Last-Event-ID": str(cut)})
     head = [f.event["type"] for f in frames if f.id is None]
-    assert head == ["RUN_STARTED", "SUBAGENT_STARTED", "REASONING_START",
+    assert head == ["RUN_STARTED", "STATE_SNAPSHOT", "SUBAGENT_STARTED", "REASONING_START",
                     "REASONING_MESSAGE_START"], head
-    assert all(f.event.get("subagentRunId") for f in frames[1:4])
+    assert all(f.event.get("subagentRunId") for f in frames[2:5])
 
 
 async def test_the_demos_approval_its_continuation_and_their_reattaches_are_valid(

@@ -135,9 +135,12 @@ async def test_a_stream_of_a_running_run_matches_the_live_stream_from_any_seq(
     _, edge = await collect(client, "GET", f"/runs/running-r/events?after={k}&follow=false")
     assert edge[0].id is None and edge[0].event["type"] == "RUN_STARTED"
     assert edge[0].event["runId"] == "running-r"
-    # The message open at k is re-opened (no id, no content) before the log continues.
-    assert edge[1].id is None
-    assert edge[1].event == {"type": "TEXT_MESSAGE_START", "messageId": message_id,
+    # The state as of k, then the message open at k re-opened (no id, no content),
+    # before the log continues.
+    assert edge[1].id is None and edge[1].event["type"] == "STATE_SNAPSHOT"
+    assert edge[1].event["snapshot"] == fold_of([f.event for f in live[:k]]).state
+    assert edge[2].id is None
+    assert edge[2].event == {"type": "TEXT_MESSAGE_START", "messageId": message_id,
                              "role": "assistant"}
     edge_ids = with_ids(edge)
     assert edge_ids and edge_ids[0][0] == k + 1
@@ -197,7 +200,7 @@ async def silent_subscriber(url: str, body: dict[str, Any]) -> socket.socket:
     loop = asyncio.get_running_loop()
     await loop.sock_connect(sock, (host, int(port)))
     raw = json.dumps(body).encode()
-    await loop.sock_sendall(sock, b"POST /agents/demo HTTP/1.1\r\nHost: outlast\r\n"
+    await loop.sock_sendall(sock, b"POST /agents/demo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                             b"Content-Type: application/json\r\nContent-Length: "
                             + str(len(raw)).encode() + b"\r\n\r\n" + raw)
     return sock

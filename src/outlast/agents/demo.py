@@ -129,8 +129,10 @@ class DemoAgent(Agent):
                   "tool": TOOLS[(i - 1) % len(TOOLS)][0], "status": "pending"}
                  for i in range(1, knobs.steps + 1)]
         await self._say(ctx, knobs, f"Plan: I will work through {knobs.steps} steps.", 0)
-        await ctx.emit({"type": "STATE_DELTA",
-                        "delta": [{"op": "add", "path": "/todos", "value": todos}]})
+        # A snapshot, not a delta: the plan establishes the state a client folds (a
+        # delta before any snapshot has no base a joining client can see).
+        state = ctx.state if isinstance(ctx.state, dict) else {}
+        await ctx.emit({"type": "STATE_SNAPSHOT", "snapshot": {**state, "todos": todos}})
         ctx.session_state["demo"] = demo
         return demo
 

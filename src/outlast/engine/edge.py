@@ -8,14 +8,17 @@ store stay behind these methods. ``Engine`` inherits them.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 from outlast.engine import fork as forks
 from outlast.engine.hub import Hub, RunFeed
 from outlast.engine.metrics import Metrics
 from outlast.errors import InterruptNotPending, InvalidRequest, RunNotFound, ThreadNotFound
+from outlast.protocol.fold import state_after
 from outlast.store.base import (
     FINAL,
     ForkWrite,
@@ -76,6 +79,19 @@ class EdgeReads:
         """The constructs open just after ``after`` in the run's log, as the index keeps
         them (``protocol.constructs.decode`` reads them)."""
         return await self.store.open_constructs(run.rid, after)
+
+    async def state_at(self, run: RunRecord, after: int) -> tuple[bool, Any]:
+        """``(True, state)``: the run's shared state just after ``after``; ``(False,
+        None)`` when no state event comes at or before it. Read from the state index,
+        plus at most one commit's events: the cost does not grow with the log."""
+        mark = await self.store.state_mark(run.rid, after)
+        if mark is None:
+            return False, None
+        seq, upto, body = mark
+        upto = min(upto, after)
+        page = await self.store.read_events(run.rid, seq - 1, upto - seq + 1)
+        return True, state_after(json.loads(body),
+                                 (json.loads(e.body) for e in page if '"STATE_' in e.body))
 
     @staticmethod
     def is_final(run: RunRecord) -> bool:

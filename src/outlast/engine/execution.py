@@ -24,11 +24,11 @@ from outlast.engine.context import EngineRunContext
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.webhooks import owed
-from outlast.engine.writer import Writer
+from outlast.engine.writer import NO_STATE, Writer
 from outlast.errors import EffectUncertain, LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS, construct_row
-from outlast.protocol.events import now_ms, run_finished, run_started
-from outlast.protocol.fold import ThreadFold
+from outlast.protocol.events import now_ms, run_finished, run_started, state_snapshot
+from outlast.protocol.fold import STATE_EVENTS, ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import unanswered_tool_calls
 from outlast.protocol.verify import MODELS, ProtocolViolation, check_order, check_schema
@@ -191,6 +191,9 @@ class RunExecution:
         size = len(body) if body.isascii() else len(body.encode())
         if limit is not None and size > limit:
             raise PayloadTooLarge(f"an event of {size} bytes is over the limit of {limit}")
+        # The state before a state event, for the log's state index (spec §4): the fold
+        # replaces its state on every change, never edits it, so the reference holds.
+        state_before = self.fold.state if kind in STATE_EVENTS else NO_STATE
         self.fold.apply(data)
         self.seq += 1
         at_boundary = self.fold.at_boundary
@@ -202,7 +205,8 @@ class RunExecution:
             indexed = [(self.seq, i, *construct_row(key, construct))
                        for i, (key, construct) in enumerate(changes)]
             changes.clear()
-        self.services.writer.append(self.channel, self.seq, at_boundary, body, indexed)
+        self.services.writer.append(self.channel, self.seq, at_boundary, body, indexed,
+                                    state_before)
         if at_boundary:
             self._pending_boundary = self.seq
             if self.services.is_draining() and self.cancel_reason is None:
@@ -438,6 +442,8 @@ class RunExecution:
             # snapshot as of it are committed, and the fold above already holds them.
             self._last_snapshot = time.monotonic()
             self._announce_snapshot(self.seq)
+            if await self._start_state():
+                self._save_boundary(self.seq, force=True)
             return
         if not self.resumed:
             # Claimed but not started (``sqlwrite.start_runs`` starts only runs it can
@@ -449,6 +455,7 @@ class RunExecution:
                 self.run.thread_id, self.run.id,
                 input={"threadId": self.run.thread_id, "runId": self.run.id,
                        "messages": fresh}))
+            await self._start_state()
             # G5: the thread shows the new input from the run's first commit on.
             self._save_boundary(self.seq, force=True)
             return
@@ -474,6 +481,17 @@ class RunExecution:
             "value": {"attempt": self.run.attempts, "resumedFromSeq": resumed_from},
         })
         self._save_boundary(self.seq, force=True)
+
+    async def _start_state(self) -> bool:
+        """Open a fresh run's log with the shared state it starts from, when there is
+        any (spec §4), so a client that did not send it still converges: the input's
+        ``state`` when the client sent one, else the thread's. True if it did."""
+        sent = self.run.input.get("state")
+        state = sent if sent not in (None, {}) else self.fold.state
+        if state in (None, {}):
+            return False
+        await self._append(state_snapshot(state))
+        return True
 
     async def _close_open(self, tool_result: str, awaiting: set[str] | None = None) -> None:
         """Close constructs left open (cancel, failure, crash) so every stream still folds.

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from outlast.engine.hub import Hub
 from outlast.engine.storage import StorageWatch
@@ -22,6 +23,8 @@ from outlast.store.base import FinishWrite, RunWrite, SnapshotWrite, Store, Stor
 
 log = logging.getLogger("outlast.writer")
 
+NO_STATE: Any = object()
+"""``append``'s ``state_before`` for an event that is no state event."""
 BACKLOG = 300
 """About how many queued events the runs writing may hold between them, shared fairly:
 a run whose backlog passes its share waits until the writer takes it into a commit.
@@ -100,6 +103,7 @@ class RunChannel:
     committed_seq: int
     events: list[StoredEvent] = field(default_factory=list)
     constructs: list[tuple[int, int, str, str | None]] = field(default_factory=list)
+    states: list[tuple[int, Any]] = field(default_factory=list)  # (seq, state before it)
     snapshots: list[SnapshotWrite] = field(default_factory=list)  # merged at commit
     finish: FinishWrite | None = None
     fenced: bool = False
@@ -159,14 +163,18 @@ class Writer:
         return RunChannel(rid, tid, run_id, attempt, instance, committed_seq)
 
     def append(self, ch: RunChannel, seq: int, boundary: bool, body: str,
-               constructs: list[tuple[int, int, str, str | None]] | None = None) -> None:
-        """Queue one event (and the constructs it opens or closes); it is published only
+               constructs: list[tuple[int, int, str, str | None]] | None = None,
+               state_before: Any = NO_STATE) -> None:
+        """Queue one event (and the constructs it opens or closes; for a state event,
+        the state before it, never changed in place afterwards); it is published only
         after it commits."""
         if ch.fenced:
             return
         ch.events.append(StoredEvent(seq, boundary, body))
         if constructs:
             ch.constructs.extend(constructs)
+        if state_before is not NO_STATE:
+            ch.states.append((seq, state_before))
         self._mark(ch)
 
     def snapshot(self, ch: RunChannel, snap: SnapshotWrite) -> None:
@@ -350,6 +358,7 @@ class Writer:
         ch.inflight = False
         ch.events[:0] = w.events
         ch.constructs[:0] = w.constructs
+        ch.states[:0] = w.states
         if w.snapshot is not None:
             ch.snapshots.insert(0, w.snapshot)
         if w.finish is not None:
@@ -377,13 +386,16 @@ class Writer:
             ch.snapshots = [x for x in ch.snapshots if x.as_of_seq > upto]
             constructs = [c for c in ch.constructs if c[0] <= upto]
             ch.constructs = [c for c in ch.constructs if c[0] > upto]
+            states = [s for s in ch.states if s[0] <= upto]
+            ch.states = [s for s in ch.states if s[0] > upto]
             finish = None
         else:
             snapshots, constructs, finish = ch.snapshots, ch.constructs, ch.finish
-            ch.snapshots, ch.constructs, ch.finish = [], [], None
+            states = ch.states
+            ch.snapshots, ch.constructs, ch.states, ch.finish = [], [], [], None
         return RunWrite(
             rid=ch.rid, tid=ch.tid, run_id=ch.run_id, attempt=ch.attempt,
             instance=ch.instance, prev_seq=ch.committed_seq, events=events,
-            constructs=constructs,
+            constructs=constructs, states=states,
             snapshot=merge_snapshots(snapshots) if snapshots else None, finish=finish,
         )

@@ -77,10 +77,19 @@ class RunStream:
             return "".join(frame(e.seq, legacy_body(e.body)) for e in page)
         return "".join(frame(e.seq, e.body) for e in page)
 
-    async def reopen(self, after: int) -> list[str]:
-        """Synthesized frames for a stream that starts after ``after`` (mid-run)."""
+    async def reopen(self, after: int, *, past_end: bool = False) -> list[str]:
+        """Synthesized frames for a stream that starts after ``after`` (mid-run, or
+        ``past_end`` of a final run, where nothing is open)."""
         out = [synthesized(events.run_started(self.run.thread_id, self.run.id))]
         if after <= 0:
+            return out
+        # The shared state as of ``after`` (from the log's state index), so the deltas
+        # that follow apply to the base they were made on, whatever the client holds.
+        # Before the re-opening events: like RUN_*, a snapshot closes chunk lanes.
+        stated, state = await self.engine.state_at(self.run, after)
+        if stated:
+            out.append(synthesized(events.state_snapshot(state)))
+        if past_end:
             return out
         # spec §4: read what is open at ``after`` from the log's construct index, so a
         # reattach costs the same wherever it lands (no fold of the events before it).
@@ -109,7 +118,7 @@ class RunStream:
             if synthesize_start if synthesize_start is not None else after > 0:
                 # Past a final run's end nothing is open: no need to ask the index.
                 past_end = final and after >= last
-                for f in await self.reopen(0 if past_end else min(after, last)):
+                for f in await self.reopen(min(after, last), past_end=past_end):
                     yield f
             if final and after >= last:
                 # Following a finished run from its end: its final event, at once.

@@ -318,15 +318,14 @@ class ThreadFold(MessageIndex):
         self._insert(index, message)
 
     def _on_state_snapshot(self, event: Event, chunked: bool) -> None:
-        self.state = clone_json(event.get("snapshot"))
+        self.state = next_state(self.state, event)
         self._state_changed = True
 
     def _on_state_delta(self, event: Event, chunked: bool) -> None:
-        delta = event.get("delta")
-        if delta == []:
+        if event.get("delta") == []:
             return  # an empty patch changes nothing (closing_events() emits these)
         try:
-            self.state = apply_json_patch(self.state, delta)
+            self.state = next_state(self.state, event)
         except PATCH_ERRORS as exc:
             # The error's text quotes the state: only its kind at the default level.
             log.warning("STATE_DELTA not applied (%s)", type(exc).__name__)
@@ -524,6 +523,30 @@ _HANDLERS: dict[str, _Handler] = {
     "SUBAGENT_FINISHED": ThreadFold._on_close,
     "SUBAGENT_ERROR": ThreadFold._on_close,
 }
+
+
+STATE_EVENTS = frozenset({"STATE_SNAPSHOT", "STATE_DELTA"})
+
+
+def next_state(state: Any, event: Event) -> Any:
+    """The shared state after a state event, as a new value: ``state`` is never changed
+    in place (so a reference to it stays the state as of its time). Raises one of
+    ``PATCH_ERRORS`` for a delta that does not apply, which the fold then skips."""
+    if event["type"] == "STATE_SNAPSHOT":
+        return clone_json(event.get("snapshot"))
+    return apply_json_patch(state, event.get("delta"))
+
+
+def state_after(state: Any, events: Iterable[Event]) -> Any:
+    """``state`` with the state events of ``events`` applied as the fold applies them
+    (a delta that does not apply is skipped)."""
+    for event in events:
+        if event.get("type") in STATE_EVENTS:
+            try:
+                state = next_state(state, event)
+            except PATCH_ERRORS:
+                continue
+    return state
 
 
 def fold_events(

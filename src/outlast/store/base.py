@@ -171,6 +171,12 @@ class Store(ABC):
         costs what is open there, not what the log holds before it (spec §4)."""
 
     @abstractmethod
+    async def state_mark(self, rid: int, after: int) -> tuple[int, int, str] | None:
+        """``(seq, upto, state)`` of the state index's latest row at or before ``after``:
+        the state just before ``seq``, whose commit's state events end at ``upto``;
+        None when no state event comes at or before ``after``."""
+
+    @abstractmethod
     async def interrupts(
         self, *, tid: int | None = None, rid: int | None = None, pending: bool = False
     ) -> list[InterruptRecord]:

@@ -293,6 +293,9 @@ class RunWrite:
     # The construct index's changes, in seq order: (seq, ord, key, body) for an opened
     # construct, (seq, ord, key, None) for a closed one.
     constructs: list[tuple[int, int, str, str | None]] = field(default_factory=list)
+    # The state index's entries, in seq order: (seq, the state just before that seq's
+    # state event). The store keeps the first of a commit's, with the last one's seq.
+    states: list[tuple[int, Any]] = field(default_factory=list)
     snapshot: SnapshotWrite | None = None
     finish: FinishWrite | None = None
 

@@ -47,6 +47,7 @@ class RetentionSql:
             size = await c.one("events_measure_runs", rids=chosen)
             await c.run("events_delete_runs", rids=chosen)
             await c.run("constructs_delete_runs", rids=chosen)
+            await c.run("run_states_delete_runs", rids=chosen)
             await c.run("runs_mark_compacted", rids=chosen, now=now)
         assert size is not None
         return Freed(len(rids), int(size["events"]), int(size["bytes"]))
@@ -62,6 +63,7 @@ class RetentionSql:
         await c.run("events_delete_upto", rid=rid, upto=upto)
         # The construct index of those events goes with them (it only serves streams).
         await c.run("constructs_delete_upto", rid=rid, upto=upto)
+        await c.run("run_states_delete_upto", rid=rid, upto=upto)
         assert size is not None
         return Freed(0, int(size["events"]), int(size["bytes"]))
 

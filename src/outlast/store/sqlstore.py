@@ -344,6 +344,11 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
         rows = await self._read_all("constructs_open_at", rid=rid, after=after)
         return [(str(r["ckey"]), str(r["body"])) for r in rows]
 
+    async def state_mark(self, rid: int, after: int) -> tuple[int, int, str] | None:
+        async with self._read() as c:
+            row = await c.one("run_state_at", rid=rid, after=after)
+        return None if row is None else (int(row["seq"]), int(row["upto"]), str(row["body"]))
+
     async def interrupts(
         self, *, tid: int | None = None, rid: int | None = None, pending: bool = False
     ) -> list[InterruptRecord]:

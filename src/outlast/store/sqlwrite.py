@@ -54,6 +54,10 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
     closed = [[w.rid, seq, k] for w in live for seq, _, k, b in w.constructs if b is None]
     if closed:
         await c.run("constructs_close_batch", rows=dumps(closed))
+    states = [[w.rid, w.states[0][0], w.states[-1][0], dumps(w.states[0][1])]
+              for w in live if w.states]
+    if states:
+        await c.run("run_states_insert_batch", rows=dumps(states))
     snapshots = [w for w in live if w.snapshot is not None]
     if len({w.tid for w in snapshots}) == len(snapshots):
         await _write_snapshots(c, snapshots, now)

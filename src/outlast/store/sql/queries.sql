@@ -253,6 +253,12 @@ WHERE rid = :rid AND opened_seq <= :after
                              ORDER BY seq DESC LIMIT 1), 0)
 ORDER BY opened_seq, ord;
 
+-- name: run_state_at
+-- The state row a seq's state is folded from: the latest at or before it.
+SELECT seq, upto, body FROM run_states
+WHERE rid = :rid AND seq <= :after
+ORDER BY seq DESC LIMIT 1;
+
 -- retention --
 -- spec §6: the events of runs final for longer than the window go, in batches of
 -- short transactions; the run records and the thread snapshots stay. Queries that
@@ -287,6 +293,10 @@ DELETE FROM events WHERE rid = :rid AND seq <= :upto;
 -- name: constructs_delete_upto
 -- Remove the construct index of a compacted run's events up to a seq.
 DELETE FROM constructs WHERE rid = :rid AND opened_seq <= :upto;
+
+-- name: run_states_delete_upto
+-- Remove the state index of a compacted run's events up to a seq.
+DELETE FROM run_states WHERE rid = :rid AND seq <= :upto;
 -- fork --
 
 -- name: fork_thread_insert

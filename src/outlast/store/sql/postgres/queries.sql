@@ -159,6 +159,10 @@ FROM events WHERE rid IN (SELECT rid FROM compacting);
 -- Remove the construct index of the runs (a JSON array of rids) with their events.
 DELETE FROM constructs WHERE rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint);
 
+-- name: run_states_delete_runs
+-- Remove the state index of the runs (a JSON array of rids) with their events.
+DELETE FROM run_states WHERE rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint);
+
 -- webhooks --
 
 -- name: webhook_claim
@@ -184,6 +188,13 @@ RETURNING webhooks.*;
 -- [rid, seq, boundary, body].
 INSERT INTO events (rid, seq, boundary, body)
 SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::int, x->>3
+FROM jsonb_array_elements(:rows::jsonb) AS x;
+
+-- name: run_states_insert_batch
+-- Index the state a commit's state events start from: :rows is a JSON array of
+-- [rid, seq, upto, state].
+INSERT INTO run_states (rid, seq, upto, body)
+SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::bigint, x->>3
 FROM jsonb_array_elements(:rows::jsonb) AS x;
 
 -- name: constructs_open_batch

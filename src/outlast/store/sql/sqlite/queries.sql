@@ -135,6 +135,10 @@ FROM events WHERE rid IN (SELECT rid FROM compacting);
 -- Remove the construct index of the runs (a JSON array of rids) with their events.
 DELETE FROM constructs WHERE rid IN (SELECT value FROM json_each(:rids));
 
+-- name: run_states_delete_runs
+-- Remove the state index of the runs (a JSON array of rids) with their events.
+DELETE FROM run_states WHERE rid IN (SELECT value FROM json_each(:rids));
+
 -- webhooks --
 
 -- name: webhook_claim
@@ -172,6 +176,12 @@ ORDER BY opened_seq, ord;
 -- Append a commit's events in one statement: :rows is a JSON array of
 -- [rid, seq, boundary, body].
 INSERT INTO events (rid, seq, boundary, body)
+SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows);
+
+-- name: run_states_insert_batch
+-- Index the state a commit's state events start from: :rows is a JSON array of
+-- [rid, seq, upto, state].
+INSERT INTO run_states (rid, seq, upto, body)
 SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows);
 
 -- name: constructs_open_batch
