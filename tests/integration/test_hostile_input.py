@@ -297,8 +297,8 @@ def _trickle(url: str) -> tuple[bytes, bool, float]:
     received = b""
     closed = False
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(b"POST /agents/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-                     b"\r\nContent-Length: 1000\r\n\r\n{")
+        sock.sendall(b"POST /agents/demo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
         # Trickle one byte at a time, for up to 8 s: the server answers, then hangs up.
         while time.monotonic() - started < 8:
             try:
