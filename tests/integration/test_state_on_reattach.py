@@ -120,6 +120,31 @@ async def test_a_reattach_from_every_seq_carries_the_state_as_of_its_cursor(
         assert result["state"] == thread["state"], i
 
 
+async def test_state_events_spread_over_a_long_commit_fold_from_the_nearest_row(
+        served: InProcess) -> None:
+    """One commit of 600 events with a state change every 7: the index keeps a row
+    within every 64 events, and each reattach folds from the nearest one."""
+    c = served.client
+    t, r = uid("t"), uid("r")
+    events: list[dict[str, Any]] = [{"type": "STATE_SNAPSHOT", "snapshot": {"log": []}}]
+    for i in range(100):
+        events += text(f"m{i}", 4)
+        events.append({"type": "STATE_DELTA",
+                       "delta": [{"op": "add", "path": "/log/-", "value": i}]})
+    _, live = await collect(c, "POST", "/agents/scripted", json=scripted(t, r, events))
+    logged = [f.event for f in live]
+    record = await served.engine.store.get_run("local", r)
+    assert record is not None
+    marks = {await served.engine.store.state_mark(record.rid, k) for k in range(2, len(logged))}
+    assert len(marks) >= len(logged) // 64  # not one row for the whole commit
+    assert all(m is not None and m[1] - m[0] <= 64 for m in marks)
+    for k in range(2, len(logged) + 1, 5):
+        _, frames = await collect(c, "GET", f"/runs/{r}/events",
+                                  headers={"Last-Event-ID": str(k)})
+        assert frames[1].event["type"] == "STATE_SNAPSHOT", k
+        assert frames[1].event["snapshot"] == fold_events(logged[:k], [], None).state, k
+
+
 async def test_a_reattach_before_any_state_event_sends_no_state(served: InProcess) -> None:
     c = served.client
     t, r = uid("t"), uid("r")

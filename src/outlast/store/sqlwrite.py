@@ -35,6 +35,28 @@ async def insert_webhooks(c: Conn, rid: int, webhooks: Sequence[WebhookWrite],
              "now": now, "expires_at": h.expires_at} for h in webhooks])
 
 
+STATE_ROW_SPAN = 64
+"""The most events one row of the state index spans: a reattach reads at most this many
+events past the row to fold the state as of its cursor, and a run's state is written
+out at most once per this many events (once per commit when its state events are
+sparser)."""
+
+
+def state_rows(w: RunWrite) -> list[list[Any]]:
+    """The state index rows of a write: ``[rid, seq, upto, state before seq]``, a new
+    row wherever the next state event lies more than ``STATE_ROW_SPAN`` events past
+    the current row's first."""
+    rows: list[list[Any]] = []
+    for seq, before in w.states:
+        if rows and seq - rows[-1][1] <= STATE_ROW_SPAN:
+            rows[-1][2] = seq
+        else:
+            rows.append([w.rid, seq, seq, before])
+    for row in rows:
+        row[3] = dumps(row[3])
+    return rows
+
+
 async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
     """Write one commit; returns the rids fenced off (written nothing)."""
     # G2/G8 fencing: only the lease holder of an attempt whose view of last_seq is
@@ -54,8 +76,7 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
     closed = [[w.rid, seq, k] for w in live for seq, _, k, b in w.constructs if b is None]
     if closed:
         await c.run("constructs_close_batch", rows=dumps(closed))
-    states = [[w.rid, w.states[0][0], w.states[-1][0], dumps(w.states[0][1])]
-              for w in live if w.states]
+    states = [row for w in live for row in state_rows(w)]
     if states:
         await c.run("run_states_insert_batch", rows=dumps(states))
     snapshots = [w for w in live if w.snapshot is not None]
