@@ -28,6 +28,8 @@ from typing import Any
 import httpx
 import pytest
 
+from outlast.config import Settings
+from outlast.engine.webhooks import admissible
 from tests.support.hostile_agents import dump_store
 from tests.support.runs import follow_final
 from tests.support.server import ServerProcess, demo_input
@@ -327,6 +329,15 @@ def test_a_webhook_that_climbs_out_of_its_prefix_is_refused_at_admission(
         assert resp.json()["error"]["header"] == "Outlast-Webhook"
         assert c.get(f"/runs/{run_id}").status_code == 404
     assert stored(local) == before
+
+
+@pytest.mark.parametrize("tail", ESCAPES)
+def test_a_stored_delivery_that_climbs_out_is_never_attempted(tail: str) -> None:
+    """Delivery checks each URL again (a row stored by an older, laxer check)."""
+    prefix = "http://hooks.internal/outlast/"
+    settings = Settings(webhook_secret=SECRET, webhook_allow=[prefix])
+    assert admissible(settings, prefix + "ok")
+    assert not admissible(settings, prefix + tail)
 
 
 @pytest.mark.parametrize("url", [
