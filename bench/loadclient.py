@@ -48,6 +48,9 @@ class Record:
     latency: array[float] = field(default_factory=lambda: array("d"))  # emit → receipt, s
     lag: array[float] = field(default_factory=lambda: array("d"))  # schedule → emit, s
     first: list[float] = field(default_factory=list)  # sent → first stored event (always)
+    first_token: list[float] = field(default_factory=list)  # sent → first stamped delta
+    rates: list[float] = field(default_factory=list)  # each run's stamped deltas per second
+    tokens: int = 0  # stamped deltas received
     frames: int = 0
     errors: list[str] = field(default_factory=list)
     # What starts a counted frame: a stored event's ``id:`` line (outlast, the no-store
@@ -70,6 +73,8 @@ class Stream(asyncio.Protocol):
         self.tail = b""
         self.sent = 0.0
         self.first: float | None = None
+        self.token_times: tuple[float, float] | None = None  # first and last stamped delta
+        self.tokens = 0
         self.finished = False
         self.transport: asyncio.Transport | None = None
 
@@ -110,7 +115,14 @@ class Stream(asyncio.Protocol):
             return
         rec.frames += frames
         i = body.find(MARK)
+        if i >= 0:
+            if self.token_times is None:
+                self.token_times = (now, now)
+                rec.first_token.append(now - self.sent)
+            self.token_times = (self.token_times[0], now)
         while i >= 0:
+            self.tokens += 1
+            rec.tokens += 1
             j = i + 10
             plus = body.find(b"+", j)
             quote = body.find(b'"', plus)
@@ -120,6 +132,10 @@ class Stream(asyncio.Protocol):
             i = body.find(MARK, quote)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.token_times is not None and self.tokens > 1 and self.record.recording:
+            first, last = self.token_times
+            if last > first:
+                self.record.rates.append((self.tokens - 1) / (last - first))
         if not self.done.done():
             self.done.set_result(None)
 

@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ["stream_throughput", "validation", "replay", "reattach", "snapshot", "commit",
-           "history", "resend", "memory", "latency", "model_pace", "peers", "chat_agent", "soak"]
+           "history", "resend", "memory", "latency", "model_pace", "peers", "hosts",
+           "chat_agent", "soak"]
 # Where a bench writes its charts, given a directory.
 PLOTS = {"soak": lambda d: ["--plot", str(d / "soak-rss.svg")],
          "reattach": lambda d: ["--plot-dir", str(d)]}

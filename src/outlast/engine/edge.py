@@ -75,23 +75,18 @@ class EdgeReads:
         ``template`` (prefix, separator, suffix), with the page's last seq."""
         return await self.store.read_frames(run.rid, after, limit, template)
 
-    async def open_constructs(self, run: RunRecord, after: int) -> list[tuple[str, str]]:
-        """The constructs open just after ``after`` in the run's log, as the index keeps
-        them (``protocol.constructs.decode`` reads them)."""
-        return await self.store.open_constructs(run.rid, after)
-
-    async def state_at(self, run: RunRecord, after: int) -> tuple[bool, Any]:
-        """``(True, state)``: the run's shared state just after ``after``; ``(False,
-        None)`` when no state event comes at or before it. Read from the state index,
-        plus at most one commit's events: the cost does not grow with the log."""
-        mark = await self.store.state_mark(run.rid, after)
-        if mark is None:
-            return False, None
-        seq, upto, body = mark
-        upto = min(upto, after)
-        page = await self.store.read_events(run.rid, seq - 1, upto - seq + 1)
-        return True, state_after(json.loads(body),
-                                 (json.loads(e.body) for e in page if '"STATE_' in e.body))
+    async def open_at(self, run: RunRecord, after: int) -> tuple[list[tuple[str, str]],
+                                                                   bool, Any]:
+        """What a stream starting just after ``after`` re-establishes, from the log's
+        indexes in one read: the constructs open there (``protocol.constructs.decode``
+        reads them), whether a state event came at or before it, and the run's state
+        then (the index's row with at most its span of events folded in)."""
+        found = await self.store.open_at(run.rid, after)
+        if found.state is None:
+            return found.constructs, False, None
+        state = state_after(json.loads(found.state[2]),
+                            (json.loads(e.body) for e in found.state_events))
+        return found.constructs, True, state
 
     @staticmethod
     def is_final(run: RunRecord) -> bool:

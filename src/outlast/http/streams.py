@@ -86,15 +86,15 @@ class RunStream:
         # The shared state as of ``after`` (from the log's state index), so the deltas
         # that follow apply to the base they were made on, whatever the client holds.
         # Before the re-opening events: like RUN_*, a snapshot closes chunk lanes.
-        stated, state = await self.engine.state_at(self.run, after)
+        opened, stated, state = await self.engine.open_at(self.run, after)
         if stated:
             out.append(synthesized(events.state_snapshot(state)))
         if past_end:
             return out
         # spec §4: read what is open at ``after`` from the log's construct index, so a
         # reattach costs the same wherever it lands (no fold of the events before it).
-        opened = constructs.decode(await self.engine.open_constructs(self.run, after))
-        out.extend(synthesized(e) for e in constructs.reopen_events(opened))
+        out.extend(synthesized(e) for e in
+                   constructs.reopen_events(constructs.decode(opened)))
         return out
 
     async def frames(self, after: int, *, follow: bool = True,

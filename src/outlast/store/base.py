@@ -23,6 +23,7 @@ from outlast.store.records import (
     Freed,
     InterruptRecord,
     LeaseState,
+    OpenAt,
     ResumeAnswer,
     RunRecord,
     RunWrite,
@@ -49,6 +50,7 @@ __all__ = [
     "InterruptRecord",
     "LeaseState",
     "Listener",
+    "OpenAt",
     "ResumeAnswer",
     "RunRecord",
     "RunWrite",
@@ -169,6 +171,12 @@ class Store(ABC):
     async def open_constructs(self, rid: int, after: int) -> list[tuple[str, str]]:
         """``(key, body)`` of the constructs open just after ``after``, in opening order;
         costs what is open there, not what the log holds before it (spec §4)."""
+
+    @abstractmethod
+    async def open_at(self, rid: int, after: int) -> OpenAt:
+        """What a stream that starts just after ``after`` re-opens and the state it
+        starts from (``open_constructs`` and ``state_mark``, with the events the state
+        is folded through), in one snapshot: the cost of the index rows, not of the log."""
 
     @abstractmethod
     async def state_mark(self, rid: int, after: int) -> tuple[int, int, str] | None:

@@ -168,6 +168,17 @@ class ThreadView:
         return candidates[0] if candidates else None
 
 
+class OpenAt(NamedTuple):
+    """What a stream starting just after a seq must re-establish, read in one snapshot:
+    the constructs open there (``(key, body)`` in opening order) and, when a state
+    event comes at or before it, the state index's row (``(seq, upto, state)``) with
+    the state events from its seq to the cursor that the state is folded through."""
+
+    constructs: list[tuple[str, str]]
+    state: tuple[int, int, str] | None
+    state_events: list[StoredEvent]
+
+
 class StoredEvent(NamedTuple):
     """One committed event: its ``seq``, whether the run was at a boundary after it, its JSON.
 

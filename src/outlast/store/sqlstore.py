@@ -37,6 +37,7 @@ from outlast.store.base import (
     InterruptRecord,
     LeaseState,
     Listener,
+    OpenAt,
     RunRecord,
     RunWrite,
     Snapshot,
@@ -343,6 +344,21 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
     async def open_constructs(self, rid: int, after: int) -> list[tuple[str, str]]:
         rows = await self._read_all("constructs_open_at", rid=rid, after=after)
         return [(str(r["ckey"]), str(r["body"])) for r in rows]
+
+    async def open_at(self, rid: int, after: int) -> OpenAt:
+        async def body(c: Conn) -> OpenAt:
+            rows = await c.all("constructs_open_at", rid=rid, after=after)
+            mark = await c.one("run_state_at", rid=rid, after=after)
+            state, events = None, []
+            if mark is not None:
+                seq, upto = int(mark["seq"]), min(int(mark["upto"]), after)
+                state = (seq, int(mark["upto"]), str(mark["body"]))
+                events = [StoredEvent(r["seq"], bool(r["boundary"]), r["body"]) for r in
+                          await c.all("events_state_between", rid=rid, first=seq,
+                                      upto=upto)]
+            return OpenAt([(str(r["ckey"]), str(r["body"])) for r in rows], state, events)
+
+        return await self._in_read(body)
 
     async def state_mark(self, rid: int, after: int) -> tuple[int, int, str] | None:
         async with self._read() as c:

@@ -253,6 +253,13 @@ WHERE rid = :rid AND opened_seq <= :after
                              ORDER BY seq DESC LIMIT 1), 0)
 ORDER BY opened_seq, ord;
 
+-- name: events_state_between
+-- The state events of a run's log from one seq to another (a row of the state index
+-- spans at most 64 events; only the state events among them are sent back).
+SELECT seq, boundary, body FROM events
+WHERE rid = :rid AND seq >= :first AND seq <= :upto AND body LIKE '%"type":"STATE_%'
+ORDER BY seq;
+
 -- name: run_state_at
 -- The state row a seq's state is folded from: the latest at or before it.
 SELECT seq, upto, body FROM run_states
