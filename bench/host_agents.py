@@ -17,3 +17,33 @@ def pydantic_agent(settings: Any = None) -> Any:
     model = OpenAIChatModel("bench", provider=OpenAIProvider(
         base_url=os.environ["OUTLAST_OPENAI_BASE_URL"], api_key="unused"))
     return Agent(model, instructions="Answer.")
+
+
+def langgraph_graph(settings: Any = None, checkpointer: Any = None) -> Any:
+    """A LangGraph graph of one model node (langchain-openai's ``ChatOpenAI``, streaming),
+    compiled without a checkpointer for outlast's host (it brings its own) and with one
+    for ag-ui-langgraph's endpoint, which needs one."""
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    model = ChatOpenAI(model="bench", base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
+                       api_key="unused", streaming=True)  # type: ignore[arg-type]
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def maf_agent(settings: Any = None) -> Any:
+    """A Microsoft Agent Framework agent on the framework's OpenAI chat client."""
+    import agent_framework as af
+    from agent_framework.openai import OpenAIChatCompletionClient
+
+    client = OpenAIChatCompletionClient(base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
+                                        api_key="unused", model="bench")
+    return af.Agent(client=client, instructions="Answer.")

@@ -2,27 +2,36 @@
 run, at a model's pace.
 
 One paced model server (``bench.model_server``: 100 tokens at 50 tokens/s per request,
-each token stamped with its send time) answers both:
+each token stamped with its send time) answers, for each framework, the same agent
+served two ways:
 
-- **the framework's own endpoint**: Pydantic AI's ``AGUIAdapter.dispatch_request`` in
-  a Starlette app (``bench.peer_pydantic_ai``), nothing stored;
-- **through outlast**: ``outlast serve --agent pai=outlast.agents.pydantic_ai:factory``
-  over the same ``pydantic_ai.Agent`` (SQLite, synchronous FULL): every event stored
-  before it is sent (G2), tool calls journaled, the run resumable.
+- **the framework's own endpoint**, nothing stored: Pydantic AI's
+  ``AGUIAdapter.dispatch_request`` in a Starlette route (``bench.peer_pydantic_ai``);
+  ag-ui-langgraph's ``add_langgraph_fastapi_endpoint`` with an in-memory checkpointer
+  (``bench.peer_ag_ui_langgraph``); Microsoft Agent Framework's
+  ``add_agent_framework_fastapi_endpoint`` (``bench.peer_maf_endpoint``); each with its
+  defaults;
+- **through outlast**: ``outlast serve --agent host=outlast.agents.<framework>:factory``
+  over the same agent (``bench.host_agents``; SQLite, synchronous FULL): every event
+  stored before it is sent (G2), tool calls journaled, the run resumable.
 
-Both get the same ``RunAgentInput`` from the raw load client (``bench.loadclient``, this
-process) with 1, 10 and 100 runs at once. Measured per level: time from the request to
-the first token (median), each run's tokens/s from its first to its last token
-(median), the emit → receipt latency of every token (model send time to the client's
-read: p50, p99) and the server process's CPU per token (the model server's own CPU is
-not counted). The levels alternate between the two endpoints.
+ag-ui-langgraph and ``agent-framework-ag-ui`` require ``ag-ui-protocol`` 0.1, which this
+project's 1.0 excludes: their endpoints run in another interpreter, named by
+``$OUTLAST_BENCH_AGUI_LANGGRAPH_PYTHON`` and ``$OUTLAST_BENCH_MAF_PYTHON`` (one
+virtualenv with ``ag-ui-langgraph langchain-openai agent-framework-ag-ui
+agent-framework-openai uvicorn`` serves both); without one, that framework is skipped
+with the reason.
+The OpenAI Agents SDK has no AG-UI endpoint of its own.
+
+Both endpoints get the same ``RunAgentInput`` from the raw load client
+(``bench.loadclient``, this process) with 1, 10 and 100 runs at once; the levels
+alternate between them. Measured per level: time from the request to the first token
+(median), each run's tokens/s from its first to its last token (median), the emit →
+receipt latency of every token (model send time to the client's read: p50, p99) and
+the server process's CPU per token (the model server's own CPU is not counted).
 
 Targets: through outlast, first token within +20 ms of the framework's own endpoint,
 tokens/s ≥ 0.95x, and at 100 runs a p99 no worse than the framework's.
-
-The OpenAI Agents SDK has no AG-UI endpoint of its own to compare with; LangGraph's
-(``ag-ui-langgraph``) and Microsoft Agent Framework's (``agent-framework-ag-ui``) are
-not dependencies of this project: ``bench.peers`` measures what is installed of them.
 
     python -m bench.hosts [--quick]
 """
@@ -34,11 +43,13 @@ import os
 import statistics
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.common import Server, fmt, parser, report
 from bench.loadclient import Record, percentile, proc_cpu, raise_nofile, rounds
+from bench.peers import peer_python
 
 RATE = 50.0
 TOKENS = 100
@@ -71,36 +82,82 @@ async def measure(server: Server, path: str, concurrency: int, count: int) -> di
     }
 
 
+@dataclass(frozen=True)
+class Host:
+    """One framework: its own AG-UI endpoint, and outlast's host over the same agent."""
+
+    name: str
+    peer: str  # the module serving the framework's own endpoint
+    probe: str  # a module the peer's interpreter must have
+    python_variable: str  # where another interpreter may be named
+    packages: str  # what to install for the peer
+    agent: str  # outlast's factory
+    env: dict[str, str] = field(default_factory=dict)
+
+
+HOSTS = [
+    Host("Pydantic AI", "bench.peer_pydantic_ai", "pydantic_ai",
+         "OUTLAST_BENCH_PYDANTIC_AI_PYTHON", "pydantic-ai-slim[openai]",
+         "outlast.agents.pydantic_ai:factory",
+         {"OUTLAST_PYDANTIC_AI_AGENT": "bench.host_agents:pydantic_agent"}),
+    Host("LangGraph", "bench.peer_ag_ui_langgraph", "ag_ui_langgraph",
+         "OUTLAST_BENCH_AGUI_LANGGRAPH_PYTHON", "ag-ui-langgraph langchain-openai",
+         "outlast.agents.langgraph:factory",
+         {"OUTLAST_LANGGRAPH_GRAPH": "bench.host_agents:langgraph_graph"}),
+    Host("Microsoft Agent Framework", "bench.peer_maf_endpoint", "agent_framework_ag_ui",
+         "OUTLAST_BENCH_MAF_PYTHON", "agent-framework-ag-ui agent-framework-openai",
+         "outlast.agents.maf:factory", {"OUTLAST_MAF_AGENT": "bench.host_agents:maf_agent"}),
+]
+
+
+async def compare(host: Host, python: str, model_url: str, tmp: Path,
+                  levels: dict[int, int]) -> dict[str, dict[int, dict[str, Any]]]:
+    """The framework's own endpoint and outlast over the same agent, level by level."""
+    os.environ.update(host.env)
+    results: dict[str, dict[int, dict[str, Any]]] = {"own": {}, "outlast": {}}
+    with Server([python, "-m", host.peer]) as own, \
+            Server.outlast(tmp / host.name.replace(" ", "-"), "--agent",
+                           f"host={host.agent}", "--max-connections", "4000") as outlast:
+        endpoints = {"own": (own, "/"), "outlast": (outlast, "/agents/host")}
+        for server, path in endpoints.values():  # warm-up: imports, connections
+            await measure(server, path, 2, 1)
+        for concurrency, count in levels.items():
+            for name, (server, path) in endpoints.items():
+                results[name][concurrency] = await measure(server, path, concurrency, count)
+    return results
+
+
+def verdicts(results: dict[str, dict[int, dict[str, Any]]]) -> dict[int, dict[str, Any]]:
+    top = max(results["own"])
+    out = {}
+    for concurrency, base in results["own"].items():
+        ours = results["outlast"][concurrency]
+        out[concurrency] = {
+            "first_token": ours["first_token_ms"] <= base["first_token_ms"]
+            + FIRST_TOKEN_SLACK_MS,
+            "tokens_per_s": ours["tokens_per_s"] >= RATE_RATIO * base["tokens_per_s"],
+            "p99": ours["p99_ms"] <= base["p99_ms"] if concurrency == top else None,
+        }
+    return out
+
+
 async def main_async(quick: bool) -> dict[str, Any]:
     raise_nofile(4096)
     levels = QUICK_LEVELS if quick else LEVELS
-    results: dict[str, dict[int, dict[str, Any]]] = {"own": {}, "outlast": {}}
+    hosts: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="outlast-hosts-") as tmp, \
             Server([sys.executable, "-m", "bench.model_server", "--rate", str(RATE),
                     "--tokens", str(TOKENS)]) as model:
         os.environ["OUTLAST_OPENAI_BASE_URL"] = model.url
-        os.environ["OUTLAST_PYDANTIC_AI_AGENT"] = "bench.host_agents:pydantic_agent"
-        with Server([sys.executable, "-m", "bench.peer_pydantic_ai"]) as own, \
-                Server.outlast(Path(tmp) / "data", "--agent",
-                               "pai=outlast.agents.pydantic_ai:factory",
-                               "--max-connections", "4000") as outlast:
-            endpoints = {"own": (own, "/"), "outlast": (outlast, "/agents/pai")}
-            for server, path in endpoints.values():  # warm-up: imports, connections, JIT
-                await measure(server, path, 2, 1)
-            for concurrency, count in levels.items():
-                for name, (server, path) in endpoints.items():
-                    results[name][concurrency] = await measure(server, path, concurrency,
-                                                               count)
-    verdicts = {}
-    for concurrency in levels:
-        base, ours = results["own"][concurrency], results["outlast"][concurrency]
-        verdicts[concurrency] = {
-            "first_token": ours["first_token_ms"] <= base["first_token_ms"]
-            + FIRST_TOKEN_SLACK_MS,
-            "tokens_per_s": ours["tokens_per_s"] >= RATE_RATIO * base["tokens_per_s"],
-            "p99": ours["p99_ms"] <= base["p99_ms"] if concurrency == max(levels) else None,
-        }
-    return {"rate": RATE, "tokens": TOKENS, "results": results, "verdicts": verdicts,
+        for host in HOSTS:
+            python, why = peer_python(host.probe, host.python_variable, host.packages)
+            if python is None:
+                skipped[host.name] = why
+                continue
+            results = await compare(host, python, model.url, Path(tmp), levels)
+            hosts[host.name] = {"results": results, "verdicts": verdicts(results)}
+    return {"rate": RATE, "tokens": TOKENS, "hosts": hosts, "skipped": skipped,
             "load": os.getloadavg()[0]}
 
 
@@ -108,20 +165,23 @@ def main() -> None:
     ns = parser(__doc__).parse_args()
     out = asyncio.run(main_async(ns.quick))
     rows: list[tuple[str, ...]] = [(
-        "runs at once", "endpoint", "first token ms (median)", "tokens/s per run (median)",
-        "emit→receipt p50 / p99 ms", "server CPU µs per token", "errors", "target met")]
-    names = {"own": "Pydantic AI's own AG-UI endpoint", "outlast": "through outlast"}
-    for concurrency, verdict in out["verdicts"].items():
-        for key in ("own", "outlast"):
-            r = out["results"][key][concurrency]
-            met = ""
-            if key == "outlast":
-                met = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in verdict.items()
-                                if v is not None)
-            rows.append((str(concurrency), names[key], fmt(r["first_token_ms"], digits=1),
-                         fmt(r["tokens_per_s"], digits=2),
-                         f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f}",
-                         fmt(r["cpu_us_per_token"], digits=0), str(r["error_count"]), met))
+        "framework", "runs at once", "endpoint", "first token ms (median)",
+        "tokens/s per run (median)", "emit→receipt p50 / p99 ms", "server CPU µs per token",
+        "errors", "target met")]
+    for framework, h in out["hosts"].items():
+        for concurrency, verdict in h["verdicts"].items():
+            for key, label in (("own", "its own AG-UI endpoint"), ("outlast", "through outlast")):
+                r = h["results"][key][concurrency]
+                met = ""
+                if key == "outlast":
+                    met = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in verdict.items()
+                                    if v is not None)
+                rows.append((framework, str(concurrency), label,
+                             fmt(r["first_token_ms"], digits=1), fmt(r["tokens_per_s"], digits=2),
+                             f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f}",
+                             fmt(r["cpu_us_per_token"], digits=0), str(r["error_count"]), met))
+    for framework, why in out["skipped"].items():
+        rows.append((framework, "", "skipped", why, "", "", "", "", ""))
     print(f"load average: {out['load']:.2f}")
     report("framework hosts against the frameworks' own endpoints, at 50 tokens/s", out,
            rows, ns.json)

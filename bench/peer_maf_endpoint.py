@@ -1,0 +1,28 @@
+"""Microsoft Agent Framework's own AG-UI endpoint for ``bench.hosts``:
+``agent-framework-ag-ui``'s ``add_agent_framework_fastapi_endpoint`` over
+``bench.host_agents.maf_agent`` (nothing durable).
+
+It needs ``ag-ui-protocol`` 0.1, which this project's 1.0 excludes: run it with an
+interpreter that has ``agent-framework-ag-ui`` and ``agent-framework-openai``
+(``$OUTLAST_BENCH_MAF_PYTHON``):
+
+    OUTLAST_OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 python -m bench.peer_maf_endpoint
+"""
+
+from __future__ import annotations
+
+from bench.host_agents import maf_agent
+from bench.model_server import serve
+
+
+def main() -> None:
+    from agent_framework_ag_ui import add_agent_framework_fastapi_endpoint
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    add_agent_framework_fastapi_endpoint(app, maf_agent(), "/", single_user=True)
+    serve(app)
+
+
+if __name__ == "__main__":
+    main()
