@@ -112,3 +112,32 @@ def dump_store(data_dir: Path, owner: str | None = None) -> Dump:
 def patchy(settings: Settings) -> Agent:
     """``--agent patchy=tests.support.hostile_agents:patchy``."""
     return PatchyAgent()
+
+
+BLOCKING_AGENT = "blocking=tests.support.hostile_agents:blocking"
+
+
+class BlockingAgent(Agent):
+    """Blocks the event loop (``time.sleep``, as a synchronous HTTP call would) for
+    ``forwardedProps.block`` seconds between two messages; each execution of the
+    blocking step appends ``<run id>`` to ``$BLOCK_LOG``, so a run taken over and
+    executed again shows twice."""
+
+    capabilities = Capabilities(description="Blocks the event loop.", supports_resume=True)
+
+    async def run(self, ctx: RunContext) -> None:
+        import os
+        import time
+
+        props = ctx.forwarded_props if isinstance(ctx.forwarded_props, dict) else {}
+        await say(ctx, "before")
+        await ctx.boundary()
+        with open(os.environ["BLOCK_LOG"], "a", encoding="utf-8") as log:
+            log.write(f"{ctx.run_id} {ctx.attempt}\n")
+        time.sleep(float(props.get("block", 2.0)))  # blocking on purpose
+        await say(ctx, "after")
+
+
+def blocking(settings: Settings) -> Agent:
+    """``--agent blocking=tests.support.hostile_agents:blocking``."""
+    return BlockingAgent()

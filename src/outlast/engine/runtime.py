@@ -26,6 +26,7 @@ from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.history import ResentHistory
 from outlast.engine.hub import Hub
+from outlast.engine.leases import LeaseKeeper
 from outlast.engine.metrics import Metrics
 from outlast.engine.storage import StorageWatch
 from outlast.engine.trim import TRIM_SECONDS, malloc_trim
@@ -47,6 +48,7 @@ from outlast.store.base import (
     AdmitResult,
     FinishWrite,
     Freed,
+    LeaseState,
     ResumeAnswer,
     RunRecord,
     RunWrite,
@@ -137,7 +139,10 @@ class Engine(EdgeReads):
         self._reserved = 0  # room taken by claims in flight (admissions and the pump)
         self._pump_claim: asyncio.Event | None = None  # set once the pump's claim ends
         self._snapshot_hooks: set[asyncio.Task[None]] = set()  # the host's snapshot hook
-        self._renewed = time.monotonic()  # the last time the leases were renewed
+        self._renewed = time.monotonic()  # the last time the loop renewed the leases
+        # The leases' heartbeat runs in a thread: an agent blocking the loop loses none.
+        self.leases = LeaseKeeper(store.lease_renewer(), self.instance, settings.lease_ttl,
+                                  self._leases_renewed)
         self.services = RunServices(
             store=store, writer=self.writer, hub=self.hub, settings=settings, metrics=self.metrics,
             instance=self.instance, is_draining=lambda: self.draining,
@@ -158,7 +163,7 @@ class Engine(EdgeReads):
                 self._launch(run, crashed=True)
         self._tasks = [
             asyncio.create_task(self._pump(), name="outlast-pump"),
-            asyncio.create_task(self._heartbeat(), name="outlast-heartbeat"),
+            asyncio.create_task(self.leases.beating(), name="outlast-loop-beat"),
             asyncio.create_task(self._upkeep(), name="outlast-upkeep"),
             asyncio.create_task(self.hub.sweep(), name="outlast-feed-sweep"),
             asyncio.create_task(storage.watch(self.storage, self.store.probe_write,
@@ -168,6 +173,7 @@ class Engine(EdgeReads):
         trim = malloc_trim()
         if trim is not None:
             self._tasks.append(asyncio.create_task(self._trim(trim), name="outlast-trim"))
+        self.leases.start()
         self.webhooks.start()
         self._started = True
         self._wake.set()
@@ -202,6 +208,7 @@ class Engine(EdgeReads):
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.leases.stop()
         await self.writer.stop()
         await self.webhooks.stop()
         # Executions have ended (drain); what is left is short notification and hook work.
@@ -421,6 +428,7 @@ class Engine(EdgeReads):
             self.metrics.takeovers.inc()
         ex = RunExecution(self.services, run, agent, crashed=crashed)
         self.executions[run.rid] = ex
+        self._track_leases()
         self._idle.clear()
         self.metrics.executing.set(len(self.executions))
         task = asyncio.create_task(ex.main(), name=f"run:{run.id}")
@@ -432,6 +440,7 @@ class Engine(EdgeReads):
         self._runs.discard(task)
         if self.executions.get(ex.run.rid) is ex:
             del self.executions[ex.run.rid]
+            self._track_leases()
         if not self.executions:
             self._idle.set()
         self.metrics.executing.set(len(self.executions))
@@ -450,8 +459,9 @@ class Engine(EdgeReads):
                 continue
             try:
                 self._start(await self._claiming(self._claim_queued))
+                last = max(self._renewed, self.leases.renewed_at)
                 if self.executions and \
-                        time.monotonic() - self._renewed > self.settings.lease_ttl / 2:
+                        time.monotonic() - last > self.settings.lease_ttl / 2:
                     # The renewals failed a while (a store outage): the leases of the runs
                     # executing here may have run out. Renewed first, they are not taken
                     # over from this very process (G8 holds either way: fencing).
@@ -472,31 +482,29 @@ class Engine(EdgeReads):
             if ex.waits_on_store():
                 ex.stop(outage.code)
 
-    async def _heartbeat(self) -> None:
-        interval = max(0.05, self.settings.lease_ttl / 3)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self._renew()
-            except StoreUnavailable:
-                continue  # said once by the StorageWatch; the runs wait, leases and all
-            except Exception:
-                log.exception("lease renewal failed")
-
     async def _renew(self) -> None:
-        """Renew the leases of the runs executing here; stop those no longer held."""
+        """Renew the leases of the runs executing here from the loop (the pump's, when
+        the lease thread's renewals have failed a while); stop those no longer held."""
         # Renew only what still executes here: a run whose execution ended without
         # settling (an engine failure, say) must expire so another attempt takes it (G8).
-        local = dict(self.executions)
-        held = {s.rid: s for s in await self.store.renew_leases(
-            self.instance, self.settings.lease_ttl, list(local))}
+        local = list(self.executions)
+        held = await self.store.renew_leases(self.instance, self.settings.lease_ttl, local)
         self._renewed = time.monotonic()
-        for rid, ex in local.items():
-            if ex.done.is_set():
+        self._leases_renewed(local, held)
+
+    def _track_leases(self) -> None:
+        self.leases.track({rid: ex.run.id for rid, ex in self.executions.items()})
+
+    def _leases_renewed(self, rids: list[int], held: list[LeaseState]) -> None:
+        """What a renewal of ``rids`` found: stop the runs whose lease is gone (fencing:
+        without it they must not write another byte) or whose cancel was asked."""
+        states = {s.rid: s for s in held}
+        for rid in rids:
+            ex = self.executions.get(rid)
+            if ex is None or ex.done.is_set():
                 continue
-            state = held.get(rid)
+            state = states.get(rid)
             if state is None or state.attempt != ex.run.attempts:
-                # Fencing: without the lease we must not write another byte.
                 ex.stop("lease_lost")
             elif state.cancel_requested:
                 ex.stop("cancel")

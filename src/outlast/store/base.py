@@ -48,6 +48,7 @@ __all__ = [
     "ForkWrite",
     "Freed",
     "InterruptRecord",
+    "LeaseRenewer",
     "LeaseState",
     "Listener",
     "OpenAt",
@@ -68,6 +69,19 @@ __all__ = [
 ]
 
 Listener = Callable[[Notification], Awaitable[None] | None]
+
+
+class LeaseRenewer(ABC):
+    """Renews leases on a connection of its own, from the one thread that calls it: a
+    run's lease then does not wait for the event loop (an agent blocking it)."""
+
+    @abstractmethod
+    def renew(self, instance: str, ttl: float, rids: list[int]) -> list[LeaseState]:
+        """``Store.renew_leases``, blocking the calling thread."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Let go of the connection (from the thread that renewed)."""
 
 
 class Store(ABC):
@@ -216,6 +230,10 @@ class Store(ABC):
                            rids: list[int] | None = None) -> list[LeaseState]:
         """Extend this instance's leases (only those of ``rids`` when given); what comes
         back is what it still holds."""
+
+    @abstractmethod
+    def lease_renewer(self) -> LeaseRenewer:
+        """A renewer for a thread of its own (``engine.leases``)."""
 
     @abstractmethod
     async def release_lease(self, rid: int, instance: str, attempt: int) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -24,6 +25,8 @@ from outlast.store.base import (
     AdmitRequest,
     AdmitResult,
     Freed,
+    LeaseRenewer,
+    LeaseState,
     RunRecord,
     RunWrite,
     WebhookWrite,
@@ -116,6 +119,9 @@ class PostgresStore(SqlStore):
         self._sender: asyncio.Task[None] | None = None
         self._compacted = False  # events removed since this process last vacuumed
         self._vacuumed = 0.0
+
+    def lease_renewer(self) -> LeaseRenewer:
+        return _PgRenewer(self.url, self._queries)
 
     @property
     def exclusive(self) -> bool:
@@ -342,3 +348,37 @@ class PostgresStore(SqlStore):
         self._vacuumed = time.monotonic()
         async with self._pool.acquire() as con:
             await con.execute("VACUUM (SKIP_LOCKED) events")
+
+
+class _PgRenewer(LeaseRenewer):
+    """Lease renewals on an asyncpg connection of the renewing thread's own, driven by
+    an event loop of that thread's own (asyncpg has no blocking interface)."""
+
+    def __init__(self, url: str, queries: Mapping[str, Query]) -> None:
+        self._url = url
+        self._q = queries
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._con: asyncpg.Connection | None = None
+
+    def renew(self, instance: str, ttl: float, rids: list[int]) -> list[LeaseState]:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(self._renew(instance, ttl, rids))
+
+    async def _renew(self, instance: str, ttl: float, rids: list[int]) -> list[LeaseState]:
+        if self._con is None or self._con.is_closed():
+            self._con = await asyncpg.connect(self._url, timeout=max(1.0, ttl))
+        async with asyncio.timeout(max(1.0, ttl)), self._con.transaction():
+            rows = await _Conn(self._con, self._q).all(
+                "run_renew_leases", instance=instance, rids=json.dumps(rids),
+                expires=time.time() + ttl)
+        return [LeaseState(r["rid"], r["attempts"], bool(r["cancel_requested"])) for r in rows]
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        if self._con is not None:
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(self._con.close(timeout=1))
+        self._loop.close()
+        self._loop = None

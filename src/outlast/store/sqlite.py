@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import sqlite3
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,9 +25,10 @@ import aiosqlite
 import anyio
 
 from outlast.errors import OutlastError
+from outlast.store.base import LeaseRenewer
 from outlast.store.notifications import Notification
 from outlast.store.outage import outages, sqlite_outage
-from outlast.store.records import AdmitRequest, AdmitResult
+from outlast.store.records import AdmitRequest, AdmitResult, LeaseState
 from outlast.store.sql import Query
 from outlast.store.sqlconn import Row, UniqueViolation
 from outlast.store.sqlstore import Body, SqlStore, T
@@ -266,6 +269,9 @@ class SQLiteStore(SqlStore):
         # Admissions waiting for the write connection together, and their outcomes.
         self._admissions: list[tuple[AdmitRequest, asyncio.Future[AdmitResult]]] = []
         self._admitting: set[asyncio.Task[None]] = set()
+
+    def lease_renewer(self) -> LeaseRenewer:
+        return _SqliteRenewer(self)
 
     @property
     def exclusive(self) -> bool:
@@ -557,3 +563,32 @@ class SQLiteStore(SqlStore):
     async def notify(self, notification: Notification) -> None:
         # One process per file (the directory lock): in-process delivery is all.
         await self._dispatch(notification)
+
+
+class _SqliteRenewer(LeaseRenewer):
+    """Lease renewals on a sqlite3 connection of the renewing thread's own: a write
+    transaction like any other, which waits its turn on the file's write lock."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        self._db: sqlite3.Connection | None = None
+
+    def renew(self, instance: str, ttl: float, rids: list[int]) -> list[LeaseState]:
+        if self._db is None:
+            self._db = self._store._connect_inline()
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            rows = _inline(_InlineConn(db, self._store._queries).all(
+                "run_renew_leases", instance=instance, rids=json.dumps(rids),
+                expires=time.time() + ttl))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return [LeaseState(r["rid"], r["attempts"], bool(r["cancel_requested"])) for r in rows]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
