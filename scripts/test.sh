@@ -33,4 +33,6 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
     if [ "${CI:-}" = "true" ]; then exit 1; fi
 fi
 
-exec .venv/bin/python -m pytest "$@"
+# Two workers, each taking whole test files (their module-scoped servers stay within
+# one worker): the suite in about half the time on 2 cores. `-n 0` runs it serially.
+exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
