@@ -42,7 +42,8 @@ from bench.common import (
     started_run,
 )
 from outlast.config import Settings
-from outlast.engine.runtime import Engine, RunOptions
+from outlast.engine.admission import RunOptions
+from outlast.engine.runtime import Engine
 from outlast.protocol.jsonutil import dumps
 from outlast.store import open_store
 from outlast.store.base import RunRecord, RunWrite, StoredEvent

@@ -31,7 +31,8 @@ from typing import Any
 from bench.agents import BenchAgent, bench_input
 from bench.common import alternating, median, median_p10_p90, parser, report, started_run
 from outlast.config import Settings
-from outlast.engine.runtime import Engine, RunOptions
+from outlast.engine.admission import RunOptions
+from outlast.engine.runtime import Engine
 from outlast.protocol.jsonutil import dumps
 from outlast.store import open_store
 from outlast.store.base import FinishWrite, RunWrite, StoredEvent

@@ -23,8 +23,9 @@ from typing import Any
 from bench.agents import BenchAgent, bench_input
 from bench.common import median, median_p10_p90, parser, report
 from outlast.config import Settings
+from outlast.engine.admission import RunOptions
 from outlast.engine.execution import RunExecution
-from outlast.engine.runtime import Engine, RunOptions
+from outlast.engine.runtime import Engine
 from outlast.protocol.events import now_ms
 from outlast.protocol.jsonutil import dumps
 from outlast.store import open_store

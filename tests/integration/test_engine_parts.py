@@ -15,8 +15,10 @@ import pytest
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
 from outlast.engine import runtime
+from outlast.engine import trim as trim_module
+from outlast.engine.admission import RunOptions
 from outlast.engine.hub import Hub
-from outlast.engine.runtime import Engine, RunOptions
+from outlast.engine.runtime import Engine
 from outlast.engine.trim import malloc_trim
 from outlast.engine.writer import BACKLOG, MIN_BACKLOG, Writer
 from outlast.store.base import FINAL, AdmitRequest, RunRecord, RunWrite
@@ -308,7 +310,7 @@ async def test_a_cancelled_reader_returns_at_once_and_its_connection_waits_for_t
 def _admit_request(engine: Engine, thread_id: str, run_id: str) -> Any:
     import time
 
-    from outlast.engine.runtime import fingerprint
+    from outlast.engine.admission import fingerprint
     from outlast.protocol.jsonutil import dumps
     from outlast.store.base import AdmitRequest
 
@@ -330,7 +332,7 @@ async def test_the_engine_hands_freed_memory_back_every_so_often(
         return real(pad)
 
     monkeypatch.setattr(runtime, "malloc_trim", lambda: trim)
-    monkeypatch.setattr(runtime, "TRIM_SECONDS", 0.05)
+    monkeypatch.setattr(trim_module, "TRIM_SECONDS", 0.05)
     engine = Engine(Settings(data_dir=tmp_path), SQLiteStore(tmp_path / "o.db"),
                     {"steps": Steps()})
     await engine.start()

@@ -12,9 +12,14 @@ store no server holds.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
+from outlast.config import Settings
+from outlast.errors import InvalidRequest, StoreUnavailable
 from outlast.store.base import Freed, Store
+
+log = logging.getLogger("outlast.engine")
 
 # One batch: at most this many runs and about this many events (a longer log goes
 # over several batches). Measured by bench/retention_soak.py: a batch of this size
@@ -45,3 +50,35 @@ async def collect(store: Store, before: float, *, dry_run: bool = False) -> Free
         total += batch
         await store.reclaim()
         await asyncio.sleep(PAUSE)
+
+
+async def upkeep(store: Store, s: Settings) -> None:
+    """The engine's upkeep loop: idempotency records past their retention, and the
+    events past ``--event-retention``, every ``interval`` of it."""
+    # spec §6: events go shortly after their window, not up to an hour later.
+    every = 600.0 if s.event_retention is None else interval(s.event_retention)
+    while True:
+        try:
+            await store.prune(time.time() - s.idempotency_retention)
+            if s.event_retention is not None:
+                freed = await collect(store, time.time() - s.event_retention)
+                if freed.runs or freed.events:
+                    log.info("retention: compacted %d runs, removed %d events "
+                             "(%d bytes)", freed.runs, freed.events, freed.bytes)
+        except StoreUnavailable:
+            pass  # said once by the StorageWatch; the next round prunes
+        except Exception:
+            log.exception("retention pruning failed")
+        await asyncio.sleep(every)
+
+
+async def on_demand(store: Store, retention: float | None, older_than: float | None, *,
+                    dry_run: bool) -> tuple[float, Freed]:
+    """``outlast gc``: compact the runs final for longer than ``older_than`` seconds
+    (default the server's ``retention``) now; with ``dry_run`` only measure. The window
+    used, and what was (or would be) freed."""
+    window = retention if older_than is None else older_than
+    if window is None:
+        raise InvalidRequest("no retention window: this server has no "
+                             "--event-retention, so say how old (olderThan, seconds)")
+    return window, await collect(store, time.time() - window, dry_run=dry_run)

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
 from outlast.engine import retention, storage
+from outlast.engine.admission import RunOptions, admit_request, check_tool_results
 from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.history import ResentHistory
@@ -29,31 +27,20 @@ from outlast.engine.hub import Hub
 from outlast.engine.leases import LeaseKeeper
 from outlast.engine.metrics import Metrics
 from outlast.engine.storage import StorageWatch
-from outlast.engine.trim import TRIM_SECONDS, malloc_trim
+from outlast.engine.trim import malloc_trim, trim_forever
 from outlast.engine.webhooks import Deliveries, check_request_webhook, owed
 from outlast.engine.writer import Writer
-from outlast.errors import (
-    AgentNotFound,
-    Draining,
-    InvalidRequest,
-    RunNotFound,
-    StoreUnavailable,
-)
-from outlast.protocol.content import text_of
+from outlast.errors import AgentNotFound, Draining, RunNotFound, StoreUnavailable
 from outlast.protocol.jsonutil import dumps
-from outlast.protocol.message_index import tool_calls
 from outlast.store.base import (
     FINAL,
-    AdmitRequest,
     AdmitResult,
     FinishWrite,
     Freed,
     LeaseState,
-    ResumeAnswer,
     RunRecord,
     RunWrite,
     Store,
-    Strategy,
 )
 from outlast.store.notifications import (
     CancelRequested,
@@ -64,39 +51,6 @@ from outlast.store.notifications import (
 )
 
 log = logging.getLogger("outlast.engine")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Per-request options (spec §3 headers), after server defaults apply."""
-
-    key: str | None = None
-    on_disconnect: str = "continue"
-    multitask: Strategy = "reject"
-    webhook: str | None = None  # Outlast-Webhook: this run's own receiver (G12)
-
-
-def fingerprint(agent: str, body: Mapping[str, Any]) -> str:
-    """The request's identity for G3: the agent and the canonical input body."""
-    canon = json.dumps({"agent": agent, "input": body}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()
-
-
-def title_of(messages: list[dict[str, Any]]) -> str | None:
-    """A thread title: the first words of the first user message."""
-    for m in messages:
-        if m.get("role") == "user":
-            content = text_of(m.get("content"))
-            if content.strip():
-                text = " ".join(content.split())
-                return text[:80]
-    return None
-
-
-def protocol_version(body: Mapping[str, Any]) -> str | None:
-    """The AG-UI version the input declares (a stream's format follows it), if any."""
-    version = body.get("protocolVersion")
-    return version if isinstance(version, str) else None
 
 
 class MissingAgent(Agent):
@@ -164,7 +118,8 @@ class Engine(EdgeReads):
         self._tasks = [
             asyncio.create_task(self._pump(), name="outlast-pump"),
             asyncio.create_task(self.leases.beating(), name="outlast-loop-beat"),
-            asyncio.create_task(self._upkeep(), name="outlast-upkeep"),
+            asyncio.create_task(retention.upkeep(self.store, self.settings),
+                                name="outlast-upkeep"),
             asyncio.create_task(self.hub.sweep(), name="outlast-feed-sweep"),
             asyncio.create_task(storage.watch(self.storage, self.store.probe_write,
                                               self.settings.storage_wait, self._storage_gone),
@@ -172,7 +127,7 @@ class Engine(EdgeReads):
         ]
         trim = malloc_trim()
         if trim is not None:
-            self._tasks.append(asyncio.create_task(self._trim(trim), name="outlast-trim"))
+            self._tasks.append(asyncio.create_task(trim_forever(trim), name="outlast-trim"))
         self.leases.start()
         self.webhooks.start()
         self._started = True
@@ -248,31 +203,15 @@ class Engine(EdgeReads):
         if options.webhook is not None:
             check_request_webhook(self.settings, options.webhook)  # before anything is stored
         messages = body.get("messages") or []
-        await self._check_tool_results(owner, body["threadId"], messages)
-        resume = [
-            ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
-            for r in body.get("resume") or []
-        ]
+        await check_tool_results(self.store, owner, body["threadId"], messages)
         history = ResentHistory(messages)  # before the transaction: it holds the writer
-        room = await self._admission_room()
-        req = AdmitRequest(
-            owner=owner, thread_id=body["threadId"], run_id=body["runId"], agent=agent,
-            key=options.key or body["runId"], fingerprint=fingerprint(agent, body),
-            input_json=dumps(body), input=body, protocol_version=protocol_version(body),
-            options_json=dumps({"onDisconnect": options.on_disconnect,
-                                "multitask": options.multitask,
-                                **({"webhook": options.webhook} if options.webhook else {})}),
-            strategy=options.multitask, resume=resume, has_new_input=bool(messages),
-            title=title_of(messages), now=time.time(),
-            resent=history.ids, check_history=history.check,
-            # Start a run in the same transaction when this process has room: its
-            # RUN_STARTED commits with the admission, so the request's stream has its
-            # first event without waiting for another transaction. The room is reserved
-            # while the transaction runs, or concurrent admissions would each take the
-            # last slot.
-            claim_instance=self.instance, claim_ttl=self.settings.lease_ttl,
-            claim_limit=room, claim_start=True,
-        )
+        # Start a run in the same transaction when this process has room: its
+        # RUN_STARTED commits with the admission, so the request's stream has its first
+        # event without waiting for another transaction. The room is reserved while the
+        # transaction runs, or concurrent admissions would each take the last slot.
+        req = admit_request(owner, agent, body, options, history,
+                            claim=(self.instance, self.settings.lease_ttl,
+                                   await self._admission_room()))
         with self._reserving(req.claim_limit):
             result = await self.store.admit(req)
         self._start(result.claimed)
@@ -286,25 +225,6 @@ class Engine(EdgeReads):
         else:
             self.metrics.attached.inc()
         return result
-
-    async def _check_tool_results(self, owner: str, thread_id: str,
-                                  messages: list[dict[str, Any]]) -> None:
-        """A tool result must answer a tool call of the input or of the thread: strict
-        model servers refuse an orphan, and once stored it would break every later turn."""
-        calls = {c.get("id") for m in messages for c in tool_calls(m)}
-        orphans = [m for m in messages
-                   if m.get("role") == "tool" and m.get("toolCallId") not in calls]
-        if not orphans:
-            return
-        view = await self.store.thread_view(owner, thread_id)
-        known = set() if view is None else \
-            {c.get("id") for m in view.snapshot.messages for c in tool_calls(m)}
-        for message in orphans:
-            if message.get("toolCallId") not in known:
-                raise InvalidRequest(
-                    f"message {message.get('id')!r} is a tool result for tool call "
-                    f"{message.get('toolCallId')!r}, which no assistant message of this "
-                    "thread or input holds", messageId=message.get("id"))
 
     # -- cancel (G6) ------------------------------------------------------
     async def cancel(self, owner: str, run_id: str, *, wait: bool = False,
@@ -509,41 +429,10 @@ class Engine(EdgeReads):
             elif state.cancel_requested:
                 ex.stop("cancel")
 
-    async def _upkeep(self) -> None:
-        s = self.settings
-        # spec §6: events go shortly after their window, not up to an hour later.
-        every = 600.0 if s.event_retention is None else retention.interval(s.event_retention)
-        while True:
-            try:
-                await self.store.prune(time.time() - s.idempotency_retention)
-                if s.event_retention is not None:
-                    freed = await retention.collect(self.store,
-                                                    time.time() - s.event_retention)
-                    if freed.runs or freed.events:
-                        log.info("retention: compacted %d runs, removed %d events "
-                                 "(%d bytes)", freed.runs, freed.events, freed.bytes)
-            except StoreUnavailable:
-                pass  # said once by the StorageWatch; the next round prunes
-            except Exception:
-                log.exception("retention pruning failed")
-            await asyncio.sleep(every)
-
-    async def _trim(self, trim: Callable[[int], int]) -> None:
-        # G10: memory freed by finished runs goes back to the system (engine/trim.py).
-        while True:
-            await asyncio.sleep(TRIM_SECONDS)
-            await asyncio.to_thread(trim, 0)  # ctypes lets go of the interpreter lock
-
     async def gc(self, older_than: float | None, *, dry_run: bool) -> tuple[float, Freed]:
-        """``outlast gc``: compact the runs final for longer than ``older_than`` seconds
-        (default ``--event-retention``) now; with ``dry_run`` only measure. The window
-        used, and what was (or would be) freed."""
-        window = self.settings.event_retention if older_than is None else older_than
-        if window is None:
-            raise InvalidRequest("no retention window: this server has no "
-                                 "--event-retention, so say how old (olderThan, seconds)")
-        return window, await retention.collect(self.store, time.time() - window,
-                                               dry_run=dry_run)
+        """``outlast gc`` through this server (``retention.on_demand``)."""
+        return await retention.on_demand(self.store, self.settings.event_retention,
+                                         older_than, dry_run=dry_run)
 
     # -- notifications ----------------------------------------------------
     def _committed(self, writes: list[RunWrite]) -> None:

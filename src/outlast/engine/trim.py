@@ -11,6 +11,7 @@ to call and nothing is done.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 from collections.abc import Callable
@@ -31,3 +32,10 @@ def malloc_trim() -> Callable[[int], int] | None:
     fn.argtypes = [ctypes.c_size_t]
     fn.restype = ctypes.c_int
     return fn
+
+
+async def trim_forever(trim: Callable[[int], int]) -> None:
+    """The engine's trim loop (G10): freed memory goes back every ``TRIM_SECONDS``."""
+    while True:
+        await asyncio.sleep(TRIM_SECONDS)
+        await asyncio.to_thread(trim, 0)  # ctypes lets go of the interpreter lock

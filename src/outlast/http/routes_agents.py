@@ -13,7 +13,7 @@ from ag_ui.core import (
 from fastapi import APIRouter, Header, Request
 
 from outlast.agent import Capabilities
-from outlast.engine.runtime import RunOptions
+from outlast.engine.admission import RunOptions
 from outlast.errors import Draining
 from outlast.http.bodies import RunAgentInput, check_limits
 from outlast.http.body import JsonBodyRoute, body_of, release_body

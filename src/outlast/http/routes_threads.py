@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from outlast.engine.runtime import RunOptions
+from outlast.engine.admission import RunOptions
 from outlast.errors import ThreadNotFound
 from outlast.http.bodies import ResumeBody, check_limits
 from outlast.http.body import JsonBodyRoute, body_of
