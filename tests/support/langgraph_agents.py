@@ -6,15 +6,9 @@ Each tool execution appends a line to ``$HOST_TOOL_LOG``."""
 # No `from __future__ import annotations`: LangGraph reads the nodes' type hints.
 
 import os
-from pathlib import Path
 from typing import Any
 
-
-def _record(line: str) -> None:
-    with Path(os.environ["HOST_TOOL_LOG"]).open("a", encoding="utf-8") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+from tests.support.tool_log import record
 
 
 def graph(settings: Any = None) -> Any:
@@ -28,13 +22,13 @@ def graph(settings: Any = None) -> Any:
     @tool
     def get_weather(city: str) -> str:
         """Current weather for a city."""
-        _record(f"get_weather {city}")
+        record(f"get_weather {city}")
         return f"sunny in {city}"
 
     @tool
     def send_email(to: str, subject: str) -> str:
         """Send an email."""
-        _record(f"send_email {to} {subject}")
+        record(f"send_email {to} {subject}")
         return f"sent to {to}"
 
     tools = [get_weather, send_email]

@@ -5,15 +5,9 @@ pointed at the scripted model server (``$OUTLAST_OPENAI_BASE_URL``), tracing exp
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-
-def _record(line: str) -> None:
-    with Path(os.environ["HOST_TOOL_LOG"]).open("a", encoding="utf-8") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+from tests.support.tool_log import record
 
 
 def triage_agent(settings: Any = None) -> Any:
@@ -28,13 +22,13 @@ def triage_agent(settings: Any = None) -> Any:
     @function_tool
     def get_weather(city: str) -> str:
         """Current weather for a city."""
-        _record(f"get_weather {city}")
+        record(f"get_weather {city}")
         return f"sunny in {city}"
 
     @function_tool(needs_approval=True)
     def send_email(to: str, subject: str) -> str:
         """Send an email (asks a person first)."""
-        _record(f"send_email {to} {subject}")
+        record(f"send_email {to} {subject}")
         return f"sent to {to}"
 
     forecaster = Agent(name="forecaster", instructions="Forecast.", model=model,

@@ -149,7 +149,7 @@ class Guards:
         if (self.origins is not None and origin is not None
                 and scope["method"] not in SAFE_METHODS
                 and "*" not in self.origins and origin not in self.origins
-                and (_origin_key(origin) is None or _origin_key(origin) != _host_key(host or ""))):
+                and _origin_key(origin) != _host_key(host or "")):  # unreadable: None
             return ("origin_not_allowed",
                     f"requests from the origin {origin[:100]!r} may not change anything "
                     "here; an operator can allow it with --cors-origin")
