@@ -116,7 +116,7 @@ class RunStream:
             final = engine.is_final(run)
             last = max(run.last_seq, feed.last_seq)
             if synthesize_start if synthesize_start is not None else after > 0:
-                # Past a final run's end nothing is open: no need to ask the index.
+                # Past a final run's end nothing is open: only its state is sent.
                 past_end = final and after >= last
                 for f in await self.reopen(min(after, last), past_end=past_end):
                     yield f
