@@ -137,10 +137,10 @@ class LeaseLost(OutlastError):
     code = "lease_lost"
 
 
-class EffectUncertain(OutlastError):
-    """A journaled effect started in an earlier attempt and its outcome is unknown."""
+class InvalidAnswer(OutlastError):
+    """An answer to an interrupt does not have the shape the interrupt asks for."""
 
-    code = "effect_uncertain"
+    code = "invalid_answer"
 
 
 class MissingDependency(OutlastError):

@@ -1,6 +1,6 @@
 """A side effect cut off by a crash (G9): the journal knows it started but not whether
 it finished. With a reconcile check the resumed run finds out by itself; without one
-the run asks a person (an ``uncertain_effect`` interrupt) and runs it again only if told.
+the engine asks a person (an ``effect_in_doubt`` confirmation) and does what they say.
 
 Real server processes, real SIGKILL while the demo's tool is running (the kill lands
 after the journal recorded the start and before the tool wrote its ``effects.log`` line).
@@ -46,9 +46,9 @@ async def kill_inside_the_first_tool(server_factory: Any, data_dir: Path,
     return server_factory("--keepalive", "2", data_dir=data_dir), thread_id, run_id
 
 
-@pytest.mark.parametrize("verdict", ["approve", "deny"])
+@pytest.mark.parametrize("said", ["run_again", "happened"])
 async def test_a_tool_cut_off_by_a_crash_asks_before_running_again(
-        server_factory: Any, tmp_path: Path, verdict: str) -> None:
+        server_factory: Any, tmp_path: Path, said: str) -> None:
     server, thread_id, run_id = await kill_inside_the_first_tool(
         server_factory, tmp_path / "store", reconcile=False)
     async with server.client() as c:
@@ -58,39 +58,36 @@ async def test_a_tool_cut_off_by_a_crash_asks_before_running_again(
         assert thread["status"] == "interrupted"
         [interrupt] = thread["interrupts"]
         assert interrupt["reason"] == "confirmation"
-        assert interrupt["metadata"]["kind"] == "uncertain_effect"
-        assert interrupt["metadata"]["step"] == 1
+        meta = interrupt["metadata"]
+        assert (meta["kind"], meta["effect"], meta["attempt"]) == ("effect_in_doubt",
+                                                                   "step-1", 1)
+        assert meta["tool"] == "search_docs" and meta["args"]["step"] == 1
         assert [i["id"] for i in record["interrupts"]] == [interrupt["id"]]
-        # The cut-off call says so; nothing ran a second time on its own.
-        results = {m["toolCallId"]: m["content"] for m in thread["messages"]
-                   if m["role"] == "tool"}
-        assert results[interrupt["toolCallId"]].startswith("Unknown")
+        # The question's call waits for its answer; nothing ran a second time on its own.
+        assert not any(m.get("toolCallId") == interrupt["toolCallId"]
+                       for m in thread["messages"] if m["role"] == "tool")
         assert effect_counts(server) == {}
         assert effect_status(server, run_id, "step-1") == "started"
 
         cont = uid("cont")
+        payload = {"answer": "run_again"} if said == "run_again" else \
+            {"answer": "happened", "result": {"found": 3}}
         r = await c.post(f"/threads/{thread_id}/resume", json={"runId": cont, "resume": [{
-            "interruptId": interrupt["id"], "status": "resolved",
-            "payload": {"approved": verdict == "approve"}}]})
+            "interruptId": interrupt["id"], "status": "resolved", "payload": payload}]})
         assert r.status_code == 200, r.text
         assert (await wait_final(c, cont))["status"] == "succeeded"
 
         thread = (await c.get(f"/threads/{thread_id}")).json()
         assert thread["status"] == "idle" and thread["interrupts"] == []
         one_result_per_call(thread["messages"])
-        texts = " ".join(str(m.get("content")) for m in thread["messages"])
-        if verdict == "approve":
+        results = {m["toolCallId"]: m["content"] for m in thread["messages"]
+                   if m["role"] == "tool"}
+        if said == "run_again":
             assert effect_counts(server) == {(cont, 1): 1, (cont, 2): 1}
         else:
             assert effect_counts(server) == {(cont, 2): 1}
-            assert "Skipped step 1" in texts
-            assert thread["state"]["todos"][0]["status"] == "skipped"
-        assert thread["state"]["todos"][1]["status"] == "done"
-        # Answering again changes nothing.
-        again = await c.post(f"/threads/{thread_id}/resume", json={"resume": [{
-            "interruptId": interrupt["id"], "status": "resolved",
-            "payload": {"approved": True}}]})
-        assert again.status_code == 409
+            assert results[interrupt["toolCallId"]] == '{"found": 3}'
+        assert [t["status"] for t in thread["state"]["todos"]] == ["done", "done"]
 
 
 async def test_a_tool_cut_off_by_a_crash_is_reconciled_without_asking(

@@ -11,12 +11,12 @@ from outlast.agent.base import (
     Agent,
     AgentError,
     Capabilities,
-    EffectUncertain,
     Resolution,
     RunContext,
     RunSuspended,
     interrupt_items,
 )
+from outlast.agent.in_doubt import ToolEffect
 from outlast.agent.tools import Tool, ToolArgumentsError, tool
 from outlast.protocol.verify import ProtocolViolation
 
@@ -25,13 +25,13 @@ __all__ = [
     "Agent",
     "AgentError",
     "Capabilities",
-    "EffectUncertain",
     "ProtocolViolation",
     "Resolution",
     "RunContext",
     "RunSuspended",
     "Tool",
     "ToolArgumentsError",
+    "ToolEffect",
     "interrupt_items",
     "tool",
 ]

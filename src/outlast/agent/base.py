@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
 
 from ag_ui.core import Interrupt, RunAgentInput, TokenUsage
 
-from outlast.errors import EffectUncertain
-
-__all__ = ["EffectUncertain"]
+if TYPE_CHECKING:
+    from outlast.agent.in_doubt import ToolEffect
 
 
 class AgentError(Exception):
@@ -142,14 +141,28 @@ class RunContext(Protocol):
         *,
         reconcile: Callable[[], Awaitable[Any]] | None = None,
         retry_uncertain: bool = False,
+        tool: str | None = None,
+        args: Any = None,
+        tool_call_id: str | None = None,
     ) -> Any:
         """Run a side effect at most once per run (G9) and return its (recorded) result.
 
         ``key`` must be stable across attempts (a step number, a tool call id). The
         result must be JSON-serializable. If an earlier attempt started the effect but
-        never recorded its completion, ``reconcile`` is asked what happened (return the
-        result, or ``NOT_DONE``); without one, ``EffectUncertain`` is raised unless
-        ``retry_uncertain`` is set."""
+        never recorded its completion, it is *in doubt*: ``reconcile`` is asked what
+        happened (return the result, or ``NOT_DONE`` to run it again); without one, the
+        run ends with a question to a person (an interrupt with ``reason:
+        "confirmation"``, naming ``tool``, ``args`` and ``tool_call_id`` when given),
+        unless ``retry_uncertain`` says to run it again. In the continuation, the same
+        key gets the person's answer: the result they gave, a run, or the run failing
+        with ``effect_uncertain`` (``outlast.agent.in_doubt``)."""
+
+    async def confirm_in_doubt(self, effects: Iterable[ToolEffect]) -> None:
+        """Ask about every one of ``effects`` an earlier attempt left in doubt at once,
+        one question each, ending the run (effects without a journal entry, or with a
+        result, are not asked about); and fail the run now with ``effect_uncertain``
+        for one a person answered must not run. Call it before executing calls an
+        earlier attempt may have started, so that several are asked together."""
 
 
 def interrupt_items(interrupts: tuple[Interrupt | dict[str, Any], ...]) -> list[dict[str, Any]]:

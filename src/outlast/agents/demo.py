@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from outlast.agent import NOT_DONE, Agent, AgentError, Capabilities, RunContext
-from outlast.errors import EffectUncertain
+from outlast.agent import NOT_DONE, Agent, AgentError, Capabilities, RunContext, in_doubt
 
 TOOLS = [
     ("search_docs", "Searching the documentation for the relevant API"),
@@ -142,22 +141,25 @@ class DemoAgent(Agent):
         for answer in ctx.resume:
             meta = answer.interrupt.get("metadata") or {}
             step = meta.get("step")
+            if in_doubt.is_question(answer.interrupt):  # about effect "step-N"
+                n = str(meta.get("effect")).removeprefix("step-")
+                step = int(n) if n.isdigit() else None
             if not isinstance(step, int):
                 continue
-            if answer.approved:
+            if in_doubt.is_question(answer.interrupt):
+                # The step's tool was cut off by a crash: the engine applies the person's
+                # answer when the step reaches its effect again.
+                demo["approved"][str(step)] = {
+                    "args": meta.get("args", {}),
+                    "toolCallId": answer.interrupt.get("toolCallId")}
+            elif answer.approved:
                 payload = answer.payload if isinstance(answer.payload, dict) else {}
                 edited = payload.get("editedArgs")
                 args = edited if isinstance(edited, dict) else meta.get("args", {})
                 demo["approved"][str(step)] = {
-                    "args": args, "toolCallId": answer.interrupt.get("toolCallId"),
-                    "retry": meta.get("kind") == "uncertain_effect",
-                }
+                    "args": args, "toolCallId": answer.interrupt.get("toolCallId")}
             else:
-                demo["denied"][str(step)] = {
-                    "toolCallId": answer.interrupt.get("toolCallId"),
-                    # an uncertain effect's call already has its "unknown" result
-                    "answered": meta.get("kind") == "uncertain_effect",
-                }
+                demo["denied"][str(step)] = {"toolCallId": answer.interrupt.get("toolCallId")}
         ctx.session_state["demo"] = demo
 
     async def _work(self, ctx: RunContext, demo: dict[str, Any]) -> None:
@@ -181,8 +183,7 @@ class DemoAgent(Agent):
         args: dict[str, Any] = {"step": step, "target": f"module_{step}.py"}
         denied = demo["denied"].get(str(step)) if isinstance(demo["denied"], dict) else None
         if denied is not None:
-            if denied.get("toolCallId") and not denied.get("answered") \
-                    and not _has_result(ctx.messages, denied["toolCallId"]):
+            if denied.get("toolCallId") and not _has_result(ctx.messages, denied["toolCallId"]):
                 await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
                                 "toolCallId": denied["toolCallId"], "role": "tool",
                                 "content": "Not run: the person did not approve it."})
@@ -212,9 +213,9 @@ class DemoAgent(Agent):
                     "required": ["approved"]},
                 "metadata": {"tool": tool, "args": args, "step": step},
             })
-        if approved is not None and not approved.get("retry") \
+        if approved is not None and approved.get("toolCallId") \
                 and not _has_result(ctx.messages, approved["toolCallId"]):
-            # The call was proposed before the interrupt: only its result is missing.
+            # The call was made before the interrupt: only its result is missing.
             # (After a crash resume it may have one already: then a fresh call follows,
             # so no call ever gets two results.)
             call_id = approved["toolCallId"]
@@ -231,29 +232,15 @@ class DemoAgent(Agent):
             await self._call(ctx, call_id, tool, args, message_id)
         if knobs.fail_at == step:
             raise AgentError(f"Tool {tool} failed at step {step}.", code="tool_failed")
-        try:
-            result = await self._execute(ctx, knobs, step, tool, call_id, args,
-                                         retry=bool((approved or {}).get("retry")))
-        except EffectUncertain:
-            await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
-                            "toolCallId": call_id, "role": "tool",
-                            "content": "Unknown: the previous attempt stopped mid-tool."})
-            demo["phase"] = "awaiting"
-            ctx.session_state["demo"] = demo
-            await ctx.interrupt({
-                "id": f"uncertain-{_tag(ctx.run_id)}-{step}", "reason": "confirmation",
-                "toolCallId": call_id,
-                "message": f"Step {step} ({tool}) may or may not have run before the server "
-                           "stopped. Run it again?",
-                "metadata": {"tool": tool, "args": args, "step": step,
-                             "kind": "uncertain_effect"},
-            })
+        # Cut off by a crash, the tool asks a person whether it ran (unless the demo's
+        # reconcile check finds out): the run ends here with the question.
+        result = await self._execute(ctx, knobs, step, tool, call_id, args)
         await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
                         "toolCallId": call_id, "role": "tool", "content": result})
         await self._todo(ctx, step, "done")
 
     async def _execute(self, ctx: RunContext, knobs: Knobs, step: int, tool: str,
-                       call_id: str, args: dict[str, Any], *, retry: bool) -> str:
+                       call_id: str, args: dict[str, Any]) -> str:
         line_prefix = f"{ctx.run_id} {step} "
 
         async def run_tool() -> str:
@@ -269,9 +256,10 @@ class DemoAgent(Agent):
                         return f"{tool} finished step {step} (recovered)"
             return NOT_DONE
 
-        return str(await ctx.effect(
+        result = await ctx.effect(
             f"step-{step}", run_tool, reconcile=reconcile if knobs.reconcile else None,
-            retry_uncertain=retry))
+            tool=tool, args=args, tool_call_id=call_id)
+        return result if isinstance(result, str) else json.dumps(result)
 
     def _record(self, line: str) -> None:
         """The tool's side effect: one durable line in effects.log."""

@@ -1,6 +1,7 @@
 """What a request becomes before the store admits it: its options (spec §3 headers),
 its identity (G3), the thread's title, the protocol version its stream follows, and
-the check that each tool result it carries answers a call."""
+the checks that each tool result it carries answers a call and each answer fits its
+interrupt."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from outlast.agent import in_doubt
 from outlast.engine.history import ResentHistory
-from outlast.errors import InvalidRequest
+from outlast.errors import InvalidAnswer, InvalidRequest
 from outlast.protocol.content import text_of
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import tool_calls
@@ -72,6 +74,15 @@ async def check_tool_results(store: Store, owner: str, thread_id: str,
                 "thread or input holds", messageId=message.get("id"))
 
 
+def check_answer(interrupt: dict[str, Any], answer: ResumeAnswer) -> None:
+    """Refuse an answer of the wrong shape for the interrupt it answers (an effect in
+    doubt takes one of three answers), before anything is stored."""
+    problem = in_doubt.answer_problem(interrupt, answer.status, answer.payload)
+    if problem is not None:
+        raise InvalidAnswer(f"interrupt {answer.interrupt_id!r}: {problem}",
+                            interruptId=answer.interrupt_id)
+
+
 def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOptions,
                   history: ResentHistory, *, claim: tuple[str, float, int]) -> AdmitRequest:
     """What the store admits for a RunAgentInput ``body``; ``claim``: the instance, lease
@@ -89,6 +100,6 @@ def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOpti
         resume=[ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
                 for r in body.get("resume") or []],
         has_new_input=bool(messages), title=title_of(messages), now=time.time(),
-        resent=history.ids, check_history=history.check,
+        resent=history.ids, check_history=history.check, check_answer=check_answer,
         claim_instance=instance, claim_ttl=ttl, claim_limit=room, claim_start=True,
     )

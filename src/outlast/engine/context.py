@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, ClassVar, NoReturn, Protocol
 
 from ag_ui.core import Interrupt, RunAgentInput, TokenUsage
 from pydantic import ValidationError
 
-from outlast.agent import NOT_DONE, EffectUncertain, Resolution, RunSuspended, interrupt_items
+from outlast.agent import NOT_DONE, Resolution, RunSuspended, in_doubt, interrupt_items
+from outlast.agent.in_doubt import ToolEffect
 from outlast.store.base import EffectRecord
 
 MAX_TOKEN_COUNT = 2**53 - 1
@@ -110,25 +111,50 @@ class EngineRunContext:
         *,
         reconcile: Callable[[], Awaitable[Any]] | None = None,
         retry_uncertain: bool = False,
+        tool: str | None = None,
+        args: Any = None,
+        tool_call_id: str | None = None,
     ) -> Any:
         """Run a side effect at most once per run (G9) and return its (recorded) result."""
         port = self._port
         record = await port.effect_get(key)
         if record is not None and record.status == "completed":
             return record.result
-        if record is not None and record.status == "started" and not retry_uncertain:
-            if reconcile is None:
-                raise EffectUncertain(
-                    f"effect {key!r} started in an earlier attempt; its outcome is unknown",
-                    key=key,
-                )
-            found = await reconcile()
+        answer = in_doubt.answer_for(self.resume, key) if record is None else None
+        if answer is not None:  # a person answered an earlier run's question about it
+            said, result = in_doubt.verdict(answer)
+            if said == "fail":
+                raise in_doubt.refused(answer)
+            if said == "happened":
+                await port.effect_start(key)
+                await port.effect_complete(key, json.dumps(result))
+                return result
+        elif record is not None and not retry_uncertain:  # started, never finished
+            found = NOT_DONE if reconcile is None else await reconcile()
             if found is not NOT_DONE:
                 await port.effect_complete(key, json.dumps(found))
                 return found
+            if reconcile is None:
+                raise RunSuspended([in_doubt.question(
+                    self.run_id, ToolEffect(key, tool, args, tool_call_id), record.attempt)])
         # G2 + G9: everything emitted before the effect is durable before it runs.
         await port.flush()
         await port.effect_start(key)
         result = await fn()
         await port.effect_complete(key, json.dumps(result))
         return result
+
+    async def confirm_in_doubt(self, effects: Iterable[ToolEffect]) -> None:
+        """Ask about every one of ``effects`` in doubt at once (one question each), and
+        fail now for one a person said must not run."""
+        questions = []
+        for effect in effects:
+            record = await self._port.effect_get(effect.key)
+            if record is None:
+                answer = in_doubt.answer_for(self.resume, effect.key)
+                if answer is not None and in_doubt.verdict(answer)[0] == "fail":
+                    raise in_doubt.refused(answer)
+            elif record.status == "started":
+                questions.append(in_doubt.question(self.run_id, effect, record.attempt))
+        if questions:
+            raise RunSuspended(questions)

@@ -25,7 +25,7 @@ from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
 from outlast.engine.webhooks import owed
 from outlast.engine.writer import NO_STATE, Writer
-from outlast.errors import EffectUncertain, LeaseLost, PayloadTooLarge
+from outlast.errors import LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS, construct_row
 from outlast.protocol.events import now_ms, run_finished, run_started, state_snapshot
 from outlast.protocol.fold import STATE_EVENTS, ThreadFold
@@ -399,8 +399,6 @@ class RunExecution:
             return
         elif isinstance(exc, AgentError):
             await self._finish_failed(exc.code, exc.message)
-        elif isinstance(exc, EffectUncertain):
-            await self._finish_failed("effect_uncertain", exc.message)
         elif isinstance(exc, PayloadTooLarge):
             await self._finish_failed(exc.code, f"The agent emitted too much: {exc.message}")
         else:

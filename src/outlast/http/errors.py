@@ -32,6 +32,7 @@ STATUS: dict[str, int] = {
     "idempotency_key_reused": 422,
     "invalid_request": 422,
     "resume_incomplete": 422,
+    "invalid_answer": 422,
     "invalid_last_event_id": 400,
     "run_compacted": 410,
     "payload_too_large": 413,

@@ -230,6 +230,9 @@ class AdmitRequest:
     # refuse the request.
     resent: list[str] = field(default_factory=list)
     check_history: Callable[[list[tuple[str, str]]], None] | None = None
+    # Each answer goes, with the pending interrupt it answers (its wire body), to
+    # ``check_answer``, which raises to refuse the request.
+    check_answer: Callable[[dict[str, Any], ResumeAnswer], None] | None = None
 
 
 @dataclass(frozen=True)

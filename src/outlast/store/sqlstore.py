@@ -188,6 +188,8 @@ class SqlStore(RetentionSql, WebhooksSql, Store):
                         f"interrupt {answer.interrupt_id!r} expired; it can only be cancelled",
                         interruptId=answer.interrupt_id,
                     )
+                if req.check_answer is not None:
+                    req.check_answer(InterruptRecord.from_row(row).body, answer)
         elif pending and req.has_new_input:
             raise ResumeIncomplete(
                 "the thread is waiting for answers to its pending interrupts; "

@@ -20,7 +20,16 @@ import json
 import logging
 from typing import Any
 
-from outlast.agent import Agent, AgentError, Capabilities, RunContext, Tool, ToolArgumentsError
+from outlast.agent import (
+    Agent,
+    AgentError,
+    Capabilities,
+    RunContext,
+    Tool,
+    ToolArgumentsError,
+    ToolEffect,
+    in_doubt,
+)
 from outlast.agents.openai.client import ModelClient
 from outlast.agents.openai.wire import (
     FINISH,
@@ -78,6 +87,10 @@ class ChatAgent(Agent):
         """Settle owed calls, then model turns until an answer without tool calls."""
         if ctx.resumed:
             await self._mark_cut_off(ctx)
+        if ctx.resumed or any(in_doubt.is_question(r.interrupt) for r in ctx.resume):
+            # Calls a dead attempt may have started are asked about together, before any
+            # runs (a person's answer decides each in the continuation).
+            await ctx.confirm_in_doubt(self._effects(ctx, self._owed(ctx)))
         usage = Usage()
         for _ in range(self.max_steps):
             if await self._settle(ctx):
@@ -120,11 +133,29 @@ class ChatAgent(Agent):
                     owed.append(call)
         return owed
 
+    def _effects(self, ctx: RunContext, calls: list[dict[str, Any]]) -> list[ToolEffect]:
+        """The journaled effects of ``calls`` to server tools, as a person is asked about
+        them."""
+        effects = []
+        for call in calls:
+            if call["function"]["name"] in self.tools:
+                try:
+                    args = json.loads(call["function"].get("arguments") or "{}")
+                except ValueError:
+                    continue  # never run: answered with the parse error
+                effects.append(ToolEffect(f"tool:{call['id']}", call["function"]["name"],
+                                          args, call["id"]))
+        return effects
+
     async def _settle(self, ctx: RunContext) -> bool:
         """Answer every owed call that can be answered now; True if front-end calls
         remain for the client. Raises the interrupt when approvals are needed."""
         answers = {str(r.interrupt.get("toolCallId")): r for r in ctx.resume
                    if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND}
+        # A call asked about after a crash was approved before it first ran: the answer
+        # about its effect decides now, with the arguments it ran with.
+        confirmed = {str(r.interrupt.get("toolCallId")): r.interrupt["metadata"]
+                     for r in ctx.resume if in_doubt.is_question(r.interrupt)}
         front = {t.name for t in ctx.input.tools or ()}
         frontend: list[str] = []
         approvals: list[dict[str, Any]] = []
@@ -142,6 +173,11 @@ class ChatAgent(Agent):
                 tool.validate(args)
             except (ValueError, ToolArgumentsError) as exc:
                 await self._answer(ctx, call_id, f"Error: invalid arguments: {exc}")
+                continue
+            if call_id in confirmed:
+                ran_with = confirmed[call_id].get("args")
+                await self._execute(ctx, tool, call_id,
+                                    ran_with if isinstance(ran_with, dict) else args)
                 continue
             if not tool.requires_approval:
                 await self._execute(ctx, tool, call_id, args)
@@ -177,29 +213,26 @@ class ChatAgent(Agent):
 
     async def _execute(self, ctx: RunContext, tool: Tool, call_id: str,
                        args: dict[str, Any]) -> None:
-        async def invoke() -> dict[str, str]:
+        async def invoke() -> str:
             try:
                 value = await tool.invoke(args)
             except AgentError:
                 raise
             except ToolArgumentsError as exc:
-                return {"content": f"Error: invalid arguments: {exc}"}
+                return f"Error: invalid arguments: {exc}"
             except Exception as exc:  # the model is told; the details stay in the log
                 log.warning("run %s: tool %s raised %s", ctx.run_id, tool.name,
                             type(exc).__name__)
-                return {"content": f"Error: the tool failed ({type(exc).__name__})."}
-            return {"content": value if isinstance(value, str)
-                    else json.dumps(value, default=str)}
+                return f"Error: the tool failed ({type(exc).__name__})."
+            return value if isinstance(value, str) else json.dumps(value, default=str)
 
-        async def unknown() -> dict[str, str]:
-            # Started by an attempt that died before recording the outcome: never run
-            # twice (G9); the engine's placeholder result already says so.
-            return {"content": "", "uncertain": "true"}
-
-        done = await ctx.effect(f"tool:{call_id}", invoke, reconcile=unknown)
-        if done.get("uncertain"):
-            return
-        await self._answer(ctx, call_id, str(done["content"]))
+        # A call a dead attempt left in doubt ends the run with a question (G9): never
+        # run twice unless a person says so.
+        done = await ctx.effect(f"tool:{call_id}", invoke, tool=tool.name, args=args,
+                                tool_call_id=call_id)
+        if isinstance(done, dict) and set(done) == {"content"}:  # an older journal's shape
+            done = done["content"]
+        await self._answer(ctx, call_id, done if isinstance(done, str) else json.dumps(done))
 
     async def _answer(self, ctx: RunContext, call_id: str, content: str) -> None:
         placeholder = ENGINE_PLACEHOLDER + call_id
