@@ -8,7 +8,7 @@ Each tool execution appends a line to ``$HOST_TOOL_LOG``."""
 import os
 from typing import Any
 
-from tests.support.tool_log import record
+from tests.support.tool_log import record, slow_step
 
 
 def graph(settings: Any = None) -> Any:
@@ -31,7 +31,7 @@ def graph(settings: Any = None) -> Any:
         record(f"send_email {to} {subject}")
         return f"sent to {to}"
 
-    tools = [get_weather, send_email]
+    tools = [get_weather, send_email, tool(slow_step)]
     model = ChatOpenAI(model="fake", base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
                        api_key="unused", streaming=True, stream_usage=True).bind_tools(tools)
 

@@ -78,3 +78,16 @@ def approval_agent(settings: Any) -> Any:
         return f"sent to {to}"
 
     return af.Agent(client=_scripted_client(), instructions="Be brief.", tools=[send_email])
+
+
+def slow_agent(settings: Any = None) -> Any:
+    """``slow_step`` (logged to ``$HOST_TOOL_LOG``) on the framework's OpenAI chat client
+    pointed at the scripted model server."""
+    import agent_framework as af
+    from agent_framework.openai import OpenAIChatCompletionClient
+
+    from tests.support.tool_log import slow_step
+
+    client = OpenAIChatCompletionClient(base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
+                                        api_key="unused", model="fake")
+    return af.Agent(client=client, instructions="Be brief.", tools=[slow_step])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tests.support.tool_log import record
+from tests.support.tool_log import record, slow_step
 
 
 def triage_agent(settings: Any = None) -> Any:
@@ -34,4 +34,5 @@ def triage_agent(settings: Any = None) -> Any:
     forecaster = Agent(name="forecaster", instructions="Forecast.", model=model,
                        tools=[get_weather])
     return Agent(name="triage", instructions="Be brief.", model=model,
-                 tools=[get_weather, send_email], handoffs=[forecaster])
+                 tools=[get_weather, send_email, function_tool(slow_step)],
+                 handoffs=[forecaster])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tests.support.tool_log import record
+from tests.support.tool_log import record, slow_step
 
 
 def weather_agent(settings: Any = None) -> Any:
@@ -25,6 +25,8 @@ def weather_agent(settings: Any = None) -> Any:
         """Current weather for a city."""
         record(f"get_weather {city}")
         return f"sunny in {city}"
+
+    agent.tool_plain(slow_step)
 
     @agent.tool_plain(requires_approval=True)
     def send_email(to: str, subject: str) -> str:

@@ -6,6 +6,7 @@ It imports nothing of the engine, the stores or HTTP: the engine implements
 ``RunContext`` and hands each run an object that satisfies it.
 """
 
+from outlast.agent import in_doubt
 from outlast.agent.base import (
     NOT_DONE,
     Agent,
@@ -14,9 +15,9 @@ from outlast.agent.base import (
     Resolution,
     RunContext,
     RunSuspended,
+    ToolEffect,
     interrupt_items,
 )
-from outlast.agent.in_doubt import ToolEffect
 from outlast.agent.tools import Tool, ToolArgumentsError, tool
 from outlast.protocol.verify import ProtocolViolation
 
@@ -32,6 +33,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolEffect",
+    "in_doubt",
     "interrupt_items",
     "tool",
 ]

@@ -5,12 +5,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
+from typing import Any, ClassVar, NoReturn, Protocol
 
 from ag_ui.core import Interrupt, RunAgentInput, TokenUsage
-
-if TYPE_CHECKING:
-    from outlast.agent.in_doubt import ToolEffect
 
 
 class AgentError(Exception):
@@ -57,6 +54,17 @@ class Capabilities:
             "interrupts": self.interrupts,
             "journaledEffects": self.journaled_effects,
         }
+
+
+@dataclass(frozen=True)
+class ToolEffect:
+    """An effect as a person is asked about it when it is in doubt: its journal key,
+    and the tool call it carries out (name, arguments, call id) when there is one."""
+
+    key: str
+    tool: str | None = None
+    args: Any = None
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True)

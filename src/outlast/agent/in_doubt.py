@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from outlast.agent.base import AgentError, Resolution
+from outlast.agent.base import AgentError, Resolution, ToolEffect
 
 KIND = "effect_in_doubt"
 """``metadata.kind`` of the question about an effect in doubt."""
@@ -40,18 +39,10 @@ RESPONSE_SCHEMA: dict[str, Any] = {"oneOf": [
      "required": ["answer"], "additionalProperties": False},
 ]}
 
+__all__ = ["KIND", "RESPONSE_SCHEMA", "ToolEffect", "answer_for", "answer_problem",
+           "is_question", "question", "refused", "verdict"]
+
 SHOWN_ARGS = 300  # characters of the arguments quoted in the question's message
-
-
-@dataclass(frozen=True)
-class ToolEffect:
-    """An effect as a person is asked about it: its journal key, and the tool call it
-    carries out (name, arguments, call id) when there is one."""
-
-    key: str
-    tool: str | None = None
-    args: Any = None
-    tool_call_id: str | None = None
 
 
 def question(run_id: str, effect: ToolEffect, attempt: int) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from ag_ui.core.token_usage import token_usage_from_langchain_metadata
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
-from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
+from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off, owed_calls
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -53,6 +53,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 log = logging.getLogger("outlast.agents.langgraph")
 
 SESSION_KEY = "langgraph"
+KEY_PREFIX = "langgraph-tool:"  # + the call id: a tool execution's journal key
 INTERRUPT_KIND = "langgraph_interrupt"
 CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "outlast_langgraph_run", default=None)
@@ -165,10 +166,16 @@ def _journaled(invoke: Any) -> Any:
                 return {"message": message_to_dict(result)}
             return {"value": to_jsonable_python(result, fallback=str)}
 
-        recorded = await ctx.effect(f"langgraph-tool:{call_id}", run)
-        if "message" in recorded:
+        recorded = await ctx.effect(KEY_PREFIX + str(call_id), run, tool=call.get("name"),
+                                    args=call.get("args"), tool_call_id=str(call_id))
+        if isinstance(recorded, dict) and set(recorded) == {"message"}:
             return messages_from_dict([recorded["message"]])[0]
-        return recorded["value"]
+        if isinstance(recorded, dict) and set(recorded) == {"value"}:
+            return recorded["value"]
+        # The result a person gave for a call cut off by a crash (it happened).
+        return ToolMessage(content=recorded if isinstance(recorded, str)
+                           else json.dumps(recorded), tool_call_id=str(call_id),
+                           name=call.get("name"))
 
     return ainvoke
 
@@ -247,17 +254,47 @@ class LangGraphAgent(Agent):
                                    for a in answers})
         state = await graph.aget_state(config)
         saved = ctx.session_state.get(SESSION_KEY) or {}
-        if ctx.resumed and state.next and saved.get("run") == ctx.run_id:
+        crashed = ctx.resumed and saved.get("run") == ctx.run_id
+        settled = saved.get("settled") if crashed and isinstance(saved.get("settled"), int) \
+            else None
+        if settled is not None:
+            await mark_cut_off(ctx, settled)  # its node runs again
+        # Calls a dead attempt was executing are asked about first (ending the run if
+        # any is in doubt); a person's answers are applied by the tools, through the
+        # journal, when the graph goes on at them.
+        owed = await owed_calls(ctx, KEY_PREFIX, settled)
+        if state.next and crashed:
             # A crash: the graph goes on from its last finished node.
-            if isinstance(saved.get("settled"), int):
-                await mark_cut_off(ctx, saved["settled"])  # its node runs again
             log.info("run %s: resuming the graph at %s", ctx.run_id, list(state.next))
             return None
+        # Calls a person answered about (or left by a crash the graph's checkpoint does
+        # not reach) run here, through the journal; their results join the new input.
+        answered = {c["id"] for c in owed if await self._execute(ctx, graph, c)}
         held = {getattr(m, "id", None) for m in (state.values or {}).get("messages", ())}
-        new = [m for m in ctx.messages if m.get("id") not in held and not is_placeholder(m)]
+        new = [m for m in ctx.messages if m.get("id") not in held and (
+            not is_placeholder(m) or m.get("toolCallId") in answered)]
         ctx.session_state.setdefault(SESSION_KEY, {}).update(
             run=ctx.run_id, settled=len(ctx.messages))
         return {"messages": to_langchain(new)}
+
+
+    async def _execute(self, ctx: RunContext, graph: Any, call: dict[str, Any]) -> bool:
+        """Run one owed call with the graph's own (journaled) tool and put its result in
+        place of the engine's; False when no tool of the graph has its name."""
+        name = call["function"]["name"]
+        tool = next((node.bound.tools_by_name[name] for node in graph.nodes.values()
+                     if isinstance(getattr(node, "bound", None), ToolNode)
+                     and name in node.bound.tools_by_name), None)
+        if tool is None:
+            return False
+        token = CURRENT.set(ctx)
+        try:
+            message = await tool.ainvoke({"type": "tool_call", "id": call["id"], "name": name,
+                                          "args": _args(call["function"].get("arguments"))})
+        finally:
+            CURRENT.reset(token)
+        content = message.content if isinstance(message, ToolMessage) else message
+        return await answer_placeholder(ctx, call["id"], text_of(content))
 
 
 class _Relay:

@@ -16,6 +16,10 @@ binding stays on: its approval state is kept in the thread's private
 ``session_state`` and handed back in an ``AgentSession``, so it checks the
 response against the request it recorded. Edited arguments are refused (the
 call is not run): the framework binds an approval to the call as recorded.
+
+A call a crashed attempt was executing is in doubt: the resumed attempt asks a person
+whether it happened (``outlast.agent.in_doubt``), and the continuation runs it again,
+takes the person's result, or fails, as they answered.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import json
 from typing import Any
 
 from outlast.agent import Agent, Capabilities, Resolution, RunContext
+from outlast.agents.resume import answer_placeholder, call_args, owed_calls
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -36,6 +41,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 APPROVAL_KIND = "tool_approval"
 SESSION_KEY = "maf"
+KEY_PREFIX = "maf-tool:"  # + the call id: a tool invocation's journal key
 _APPROVAL_STATE = "tool_approval"  # the framework's key in AgentSession.state
 
 
@@ -103,7 +109,10 @@ def _journal(ctx: RunContext) -> Any:
                     return [c.to_dict() for c in result]
                 return result
 
-            recorded = await ctx.effect(f"maf-tool:{call_id}", invoke)
+            recorded = await ctx.effect(KEY_PREFIX + call_id, invoke,
+                                        tool=context.function.name,
+                                        args=dict(context.arguments or {}),
+                                        tool_call_id=call_id)
             if not ran:
                 context.result = ([lib.Content.from_dict(d) for d in recorded]
                                   if isinstance(recorded, list) else recorded)
@@ -142,8 +151,28 @@ class MafAgent(Agent):
             responses.append(request.to_function_approval_response(approved=approved))
         return session, responses
 
+    async def _settle_doubts(self, ctx: RunContext) -> None:
+        """A crash resume asks about the calls the dead attempt left in doubt (ending
+        the run); a continuation executes those a person answered about, through the
+        journal (which applies each answer), and puts the result in place."""
+        owed = await owed_calls(ctx, KEY_PREFIX, None)
+        if ctx.resumed:
+            return  # asked about any in doubt; the others keep the engine's result
+        lib = _require()
+        options = getattr(self.agent, "default_options", None) or {}
+        tools = {t.name: t for t in options.get("tools") or () if hasattr(t, "invoke")}
+        for call in owed:
+            name, args = call["function"]["name"], call_args(call)
+            invoke = _invoker(tools.get(name), name, args, call["id"])
+            recorded = await ctx.effect(KEY_PREFIX + call["id"], invoke, tool=name, args=args,
+                                        tool_call_id=call["id"])
+            if isinstance(recorded, list) and all(isinstance(d, dict) for d in recorded):
+                recorded = [lib.Content.from_dict(d) for d in recorded]
+            await answer_placeholder(ctx, call["id"], _resulttext_of(recorded))
+
     async def run(self, ctx: RunContext) -> None:
         lib = _require()
+        await self._settle_doubts(ctx)
         answers = [r for r in ctx.resume
                    if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND
                    and isinstance((r.interrupt.get("metadata") or {}).get("request"), dict)]
@@ -212,6 +241,18 @@ class MafAgent(Agent):
                 "toolApproval": json.loads(json.dumps(state, default=str))
                 if isinstance(state, dict) else None}
             await ctx.interrupt(*[_approval(req) for req in approvals])
+
+
+def _invoker(tool: Any, name: str, args: Any, call_id: str) -> Any:
+    """Runs ``tool`` for one call outside the framework's loop, its result journaled."""
+
+    async def invoke() -> Any:
+        if tool is None:
+            return f"Not run: the agent has no tool named {name!r}."
+        result = await tool.invoke(arguments=args, tool_call_id=call_id)
+        return [c.to_dict() for c in result] if isinstance(result, list) else result
+
+    return invoke
 
 
 # The framework's UsageDetails keys, and AG-UI 1.0 TokenUsage's.

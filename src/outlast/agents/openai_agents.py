@@ -31,19 +31,21 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
-from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
+from outlast.agents.resume import answer_placeholder, call_args, mark_cut_off, owed_calls
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
 
 try:
     import agents as sdk
+    from agents.tool_context import ToolContext
 except ImportError:  # pragma: no cover - exercised only without the extra
     sdk = None  # type: ignore[assignment]
 
 log = logging.getLogger("outlast.agents.openai_agents")
 
 SESSION_KEY = "openai_agents"
+KEY_PREFIX = "openai-agents-tool:"  # + the call id: a tool execution's journal key
 APPROVAL_KIND = "openai_agents_approval"
 
 
@@ -96,7 +98,9 @@ def _journal_tool(tool: Any, ctx: RunContext) -> Any:
         async def run() -> Any:
             return to_jsonable_python(await invoke(tool_ctx, arguments), fallback=str)
 
-        return await ctx.effect(f"openai-agents-tool:{tool_ctx.tool_call_id}", run)
+        return await ctx.effect(KEY_PREFIX + tool_ctx.tool_call_id, run, tool=tool.name,
+                                args=call_args({"function": {"arguments": arguments}}),
+                                tool_call_id=tool_ctx.tool_call_id)
 
     return dataclasses.replace(tool, on_invoke_tool=on_invoke)
 
@@ -327,29 +331,26 @@ class _Relay:
     async def resume_history(self, agent: Any, saved: dict[str, Any]
                              ) -> list[dict[str, Any]]:
         """The conversation to start the SDK from; after a crash, the calls the dead
-        attempt left without a result answered (through the journal) and a cut reply
-        marked and left out."""
+        attempt left without a result answered (through the journal, after asking a
+        person about any in doubt) and a cut reply marked and left out; in a
+        continuation, the calls a person answered such a question about."""
         ctx = self.ctx
-        if not (ctx.resumed and saved.get("run") == ctx.run_id and "settled" in saved):
-            return list(ctx.messages)
-        settled = int(saved["settled"])
-        tail = ctx.messages[settled:]
-        cut = await mark_cut_off(ctx, settled)
+        resumed = ctx.resumed and saved.get("run") == ctx.run_id and "settled" in saved
+        settled = int(saved["settled"]) if resumed else None
+        cut = await mark_cut_off(ctx, settled) if settled is not None else None
+        owed = await owed_calls(ctx, KEY_PREFIX, settled)
         tools = {t.name: t for t in _all_tools(agent)}
-        calls = {c["id"]: c for m in tail for c in m.get("toolCalls") or ()}
-        for m in list(ctx.messages):
-            if is_placeholder(m):
-                call = calls.get(str(m.get("toolCallId")))
-                tool = tools.get(call["function"]["name"]) if call else None
-                if call is not None and tool is not None:
-                    await self._answer_owed(tool, call)
-        log.info("run %s: resuming from message %d", ctx.run_id, settled)
+        for call in owed:
+            tool = tools.get(call["function"]["name"])
+            if tool is not None:
+                await self._answer_owed(tool, call)
+        if settled is not None:
+            log.info("run %s: resuming from message %d", ctx.run_id, settled)
         return [m for m in ctx.messages if m.get("id") != cut]
 
     async def _answer_owed(self, tool: Any, call: dict[str, Any]) -> None:
-        lib = _require()
         arguments = call["function"].get("arguments") or "{}"
-        tool_ctx = lib.ToolContext(context=None, tool_name=tool.name, tool_call_id=call["id"],
+        tool_ctx = ToolContext(context=None, tool_name=tool.name, tool_call_id=call["id"],
                                    tool_arguments=arguments)
         output = await tool.on_invoke_tool(tool_ctx, arguments)  # journaled (G9)
         await self._result(call["id"], output)

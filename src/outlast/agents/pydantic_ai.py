@@ -13,7 +13,8 @@ endpoint streams them; outlast adds what that endpoint cannot keep:
 - a crash resume (G8) continues from the last boundary: calls the dead attempt left
   without a result are executed (through the journal) and answered in place, and a
   reply it was cutting off is kept, marked ``finishReason: interrupted``, and never
-  sent back to the model;
+  sent back to the model; a call the dead attempt was executing is in doubt, and a
+  person is asked whether it happened before anything runs (``outlast.agent.in_doubt``);
 - every model call's tokens are counted for the run's final event (AG-UI 1.0 usage).
 
 Install with ``pip install "outlast[pydantic-ai]"``.
@@ -26,8 +27,8 @@ from typing import Any
 
 from ag_ui.core import RunAgentInput
 
-from outlast.agent import Agent, AgentError, Capabilities, RunContext
-from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off
+from outlast.agent import Agent, AgentError, Capabilities, RunContext, in_doubt
+from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off, owed_calls
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 
@@ -43,6 +44,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 log = logging.getLogger("outlast.agents.pydantic_ai")
 
 SESSION_KEY = "pydantic_ai"
+KEY_PREFIX = "pydantic-ai-tool:"  # + the call id: a tool execution's journal key
 OPENERS = frozenset({"TEXT_MESSAGE_START", "TOOL_CALL_START", "REASONING_START",
                      "REASONING_MESSAGE_START"})
 CLOSERS = frozenset({"TEXT_MESSAGE_END", "TOOL_CALL_END", "REASONING_END",
@@ -67,7 +69,9 @@ class _Durable(AbstractCapability[Any]):
             # Recorded as JSON (G9): the model is shown the same serialized value anyway.
             return to_jsonable_python(await handler(args))
 
-        return await self.ctx.effect(f"pydantic-ai-tool:{call.tool_call_id}", invoke)
+        return await self.ctx.effect(KEY_PREFIX + call.tool_call_id, invoke,
+                                     tool=call.tool_name, args=call.args_as_dict(),
+                                     tool_call_id=call.tool_call_id)
 
     async def after_model_request(self, ctx: Any, *, request_context: Any,
                                   response: Any) -> Any:
@@ -114,7 +118,8 @@ class PydanticAIAgent(Agent):
             "context": [c.model_dump(by_alias=True) for c in ctx.input.context or ()],
             "forwardedProps": ctx.forwarded_props,
             "resume": [{"interruptId": r.interrupt["id"], "status": r.status,
-                        "payload": r.payload} for r in ctx.resume] or None})
+                        "payload": r.payload} for r in ctx.resume
+                       if not in_doubt.is_question(r.interrupt)] or None})
         adapter = AGUIAdapter(self.agent, run_input)
         output = self.agent.output_type
         outputs = output if isinstance(output, list) else [output]
@@ -130,15 +135,19 @@ class PydanticAIAgent(Agent):
         return relay.result
 
     async def _history(self, ctx: RunContext) -> tuple[list[dict[str, Any]], list[str]]:
-        """The conversation to hand the adapter, and the calls a crashed attempt left
-        without a result (to execute now)."""
+        """The conversation to hand the adapter, and the calls to execute now: those a
+        crashed attempt left without a result, or those a person answered a question
+        about (after asking about any in doubt)."""
         saved = ctx.session_state.get(SESSION_KEY)
-        messages = list(ctx.messages)
-        if not (ctx.resumed and isinstance(saved, dict) and saved.get("run") == ctx.run_id):
-            return messages, []
-        settled = int(saved.get("settled") or 0)
-        owed = [m["toolCallId"] for m in messages[settled:] if is_placeholder(m)]
+        settled = int(saved.get("settled") or 0) if ctx.resumed and isinstance(saved, dict) \
+            and saved.get("run") == ctx.run_id else None
+        if settled is None:
+            # A continuation: the calls a person answered a question about run in place.
+            owed = [c["id"] for c in await owed_calls(ctx, KEY_PREFIX, None)]
+            return [m for m in ctx.messages if not (
+                is_placeholder(m) and m.get("toolCallId") in owed)], owed
         cut = await mark_cut_off(ctx, settled)  # the model answers again
+        owed = [c["id"] for c in await owed_calls(ctx, KEY_PREFIX, settled)]
         history = [m for m in ctx.messages if m.get("id") != cut and not is_placeholder(m)]
         log.info("run %s: resuming from message %d (%d calls owed, reply cut off: %s)",
                  ctx.run_id, settled, len(owed), cut is not None)

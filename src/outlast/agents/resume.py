@@ -6,13 +6,19 @@ knows what the dead one added after it. A reply it was cutting off stays in the 
 marked ``finishReason: "interrupted"`` and is not sent back to the model; a call it left
 without a result got the engine's placeholder result, which the call's real result
 (run again through the journal, so at most once) replaces.
+
+A call whose effect the dead attempt started but never finished is in doubt: the
+resumed attempt asks a person about all of them at once (``owed_calls``), and the
+continuation executes those a person answered, through the journal, which applies
+each answer (``outlast.agent.in_doubt``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from outlast.agent import RunContext
+from outlast.agent import RunContext, ToolEffect, in_doubt
 
 ENGINE_PLACEHOLDER = "result_"
 """The id prefix of the result the engine gives a call left open by a crashed attempt
@@ -50,3 +56,34 @@ async def answer_placeholder(ctx: RunContext, call_id: str, content: Any) -> boo
         dict(m, content=content) if m.get("id") == placeholder else m
         for m in ctx.messages]})
     return True
+
+
+async def owed_calls(ctx: RunContext, key_prefix: str, settled: int | None
+                     ) -> list[dict[str, Any]]:
+    """The calls with the engine's placeholder result this attempt executes: in a crash
+    resume, those after message ``settled`` (when known), else those a person answered
+    a question about. First, in a crash resume, asks about every call whose effect
+    (journal key ``key_prefix`` + call id) the dead attempt left in doubt, ending the
+    run; and fails it for a call a person said must not run."""
+    doubted = {r.interrupt.get("toolCallId") for r in ctx.resume
+               if in_doubt.is_question(r.interrupt)}
+    if not ctx.resumed and not doubted:
+        return []
+    calls = {c["id"]: c for m in ctx.messages for c in m.get("toolCalls") or ()}
+    held = [(i, calls[m["toolCallId"]]) for i, m in enumerate(ctx.messages)
+            if is_placeholder(m) and m.get("toolCallId") in calls]
+    # Only this run's journal can hold an effect in doubt: the others are not asked about.
+    await ctx.confirm_in_doubt([
+        ToolEffect(key_prefix + c["id"], c["function"]["name"], call_args(c), c["id"])
+        for _, c in held if ctx.resumed or c["id"] in doubted])
+    return [c for i, c in held
+            if (settled is not None and i >= settled) or c["id"] in doubted]
+
+
+def call_args(call: dict[str, Any]) -> Any:
+    """A call's arguments as the model gave them (parsed when they are JSON)."""
+    raw = call["function"].get("arguments") or "{}"
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
