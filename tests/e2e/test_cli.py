@@ -218,6 +218,15 @@ async def test_bad_input_gets_a_clear_error_and_changes_nothing(
     for bad, why in (("{not json", "not JSON"), ("[1, 2]", "must be a JSON object")):
         out = cli(server, "answer", "cli-t7", "--approve", "--args", bad)
         assert out.returncode == 2 and why in out.stderr and "Traceback" not in out.stderr
+    for args, why in ((("--happened",), "--result"), (("--run-again", "--result", "1"),
+                                                      "--result"),
+                      (("--deny", "--args", "{}"), "--args"),
+                      (("--approve", "--fail"), "not allowed with")):
+        out = cli(server, "answer", "cli-t7", *args)
+        assert out.returncode == 2 and why in out.stderr and "Traceback" not in out.stderr
+        assert out.stderr.strip().splitlines()[-1].startswith("outlast")
+    # An approval is not a question about a crash: refused before anything is sent.
+    one_line_error(cli(server, "answer", "cli-t7", "--run-again"), "invalid_answer")
     out = cli(server, "fork", "cli-t7", "--as-of", "no-seq")
     assert out.returncode == 2 and "RUN_ID:SEQ" in out.stderr
     assert (await client.get("/threads/cli-t7")).json()["status"] == "interrupted"

@@ -72,7 +72,7 @@ async def cut_off(setup: Setup) -> tuple[ServerProcess, str, str, dict[str, Any]
     setup.model.replies = [Reply(calls=[Call("slow_step", {"label": "A"}, id="call-A")])]
     server = setup.start(slow=60)
     thread, run = uid("t"), uid("r")
-    ran = setup.executed() + [STARTED]
+    ran = [*setup.executed(), STARTED]
     async with server.client() as c:
         await collect(c, "POST", "/agents/chat", limit=1, json=body(thread, run))
 
@@ -159,7 +159,7 @@ async def test_wrong_answers_are_refused_and_change_nothing(
     setup = Setup(server_factory, model, tmp_path, ())
     first, _, _, other_question = await cut_off(setup)  # another thread, on the same store
     first.stop()
-    server, thread, run, question = await cut_off(setup)
+    server, thread, _, question = await cut_off(setup)
     assert other_question["id"] != question["id"]
     async with server.client() as c:
         before = (await c.get(f"/threads/{thread}")).json()

@@ -8,11 +8,13 @@ after the journal recorded the start and before the tool wrote its ``effects.log
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e.test_cli import cli
 from tests.support.runs import (
     effect_counts,
     effect_status,
@@ -69,12 +71,20 @@ async def test_a_tool_cut_off_by_a_crash_asks_before_running_again(
         assert effect_counts(server) == {}
         assert effect_status(server, run_id, "step-1") == "started"
 
-        cont = uid("cont")
-        payload = {"answer": "run_again"} if said == "run_again" else \
-            {"answer": "happened", "result": {"found": 3}}
-        r = await c.post(f"/threads/{thread_id}/resume", json={"runId": cont, "resume": [{
-            "interruptId": interrupt["id"], "status": "resolved", "payload": payload}]})
-        assert r.status_code == 200, r.text
+        if said == "run_again":
+            cont = uid("cont")
+            r = await c.post(f"/threads/{thread_id}/resume", json={"runId": cont, "resume": [{
+                "interruptId": interrupt["id"], "status": "resolved",
+                "payload": {"answer": "run_again"}}]})
+            assert r.status_code == 200, r.text
+        else:  # from the command line, as an operator would
+            shown = cli(server, "thread", thread_id)
+            assert "did it happen?" in shown.stdout
+            assert f"outlast answer {thread_id} --happened --result JSON" in shown.stdout
+            out = cli(server, "answer", thread_id, "--happened", "--result", '{"found": 3}',
+                      "--json")
+            assert out.returncode == 0, out.stderr
+            cont = json.loads(out.stdout)["runId"]
         assert (await wait_final(c, cont))["status"] == "succeeded"
 
         thread = (await c.get(f"/threads/{thread_id}")).json()

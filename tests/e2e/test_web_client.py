@@ -340,3 +340,48 @@ def test_the_page_works_under_its_content_security_policy(
         assert not refused, refused
     finally:
         ctx.close()
+
+
+def test_a_tool_cut_off_by_a_crash_is_answered_on_its_card(
+    context: Any, server_factory: Any, tmp_path: Any
+) -> None:
+    """SIGKILL while the demo's tool runs: the page opened after the restart shows the
+    question (did it happen?) with its three answers; "Run it again" runs it once."""
+    import time
+
+    from playwright.sync_api import expect
+
+    from tests.support.runs import effect_counts, effect_status
+    from tests.support.server import demo_input
+
+    data = tmp_path / "store"
+    server = server_factory(data_dir=data)
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    # Long enough for the kill to land inside the tool; the continuation takes as long.
+    body = demo_input(thread_id, run_id, steps=1, step_delay_ms=4000, reconcile=False)
+    with httpx.stream("POST", f"{server.url}/agents/demo", json=body, timeout=30) as response:
+        assert response.status_code == 200
+        deadline = time.monotonic() + 30
+        while effect_status(server, run_id, "step-1") != "started":
+            assert time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.05)
+        server.kill()
+    server = server_factory(data_dir=data)
+
+    page = context.new_page()
+    page.goto(f"{server.url}/?thread={thread_id}")
+    expect(page.get_by_test_id("run-status")).to_have_text("interrupted", timeout=WAIT_MS)
+    card = page.get_by_test_id("interrupt")
+    expect(card).to_have_count(1, timeout=WAIT_MS)
+    expect(card).to_contain_text("search_docs")
+    for answer in ("happened", "run-again", "fail-run"):
+        expect(page.get_by_test_id(answer)).to_be_visible()
+    expect(page.get_by_test_id("approve")).to_have_count(0)
+
+    page.get_by_test_id("run-again").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
+    expect(page.get_by_test_id("interrupt")).to_have_count(0)
+    stored = _stored_thread(server.url, thread_id)
+    assert stored["interrupts"] == []
+    assert sum(effect_counts(server).values()) == 1, "the tool ran once, when told"
+    _assert_matches_store(page, server.url, thread_id)

@@ -402,10 +402,7 @@ class App {
     this.answers.set(interrupt.id, answer);
     if (!this.interrupts.every((i) => this.answers.has(i.id))) return this.render();
     const resume: ResumeEntry[] = this.interrupts.map((i) => {
-      const a = this.answers.get(i.id)!;
-      const payload: Record<string, unknown> = { approved: a.approved };
-      if (a.editedArgs) payload.editedArgs = a.editedArgs;
-      return { interruptId: i.id, status: "resolved", payload };
+      return { interruptId: i.id, status: "resolved", payload: this.answers.get(i.id)!.payload };
     });
     this.answers.clear();
     void this.run({ runId: crypto.randomUUID(), resume, forwardedProps: this.forwardedProps() });

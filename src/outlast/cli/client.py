@@ -51,6 +51,13 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # plain text is a result too
+
+
 def _boundary(text: str) -> tuple[str, int]:
     run_id, sep, seq = text.rpartition(":")
     if not sep or not run_id or not seq.isdigit():
@@ -90,15 +97,23 @@ def add_commands(sub: Any) -> None:
     p = command("cancel", "Stop a run", "outlast cancel r1 --wait")
     p.add_argument("run_id")
     p.add_argument("--wait", action="store_true", help="return once the run has ended")
-    p = command("answer", "Approve or deny a thread's pending tool calls, starting the "
-                "continuation run", "outlast answer t1 --approve --args '{\"target\": "
-                "\"b.py\"}' --follow")
+    p = command("answer", "Approve or deny a thread's pending tool calls, or say whether a "
+                "tool cut off by a crash happened, starting the continuation run",
+                "outlast answer t1 --approve --args '{\"target\": \"b.py\"}' --follow")
     p.add_argument("thread_id")
     verdict = p.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", action="store_true")
     verdict.add_argument("--deny", action="store_true")
+    verdict.add_argument("--happened", action="store_true",
+                         help="a tool cut off by a crash did happen (give --result)")
+    verdict.add_argument("--run-again", action="store_true",
+                         help="a tool cut off by a crash should run again")
+    verdict.add_argument("--fail", action="store_true",
+                         help="a tool cut off by a crash: fail the run, run nothing")
     p.add_argument("--args", type=_json_object, metavar="JSON",
                    help="edited tool arguments, as a JSON object")
+    p.add_argument("--result", type=_json_value, metavar="JSON",
+                   help="with --happened: what the tool returned (JSON; a bare word is text)")
     p.add_argument("--interrupt", dest="interrupts", action="append", metavar="ID",
                    help="answer only this interrupt (repeatable; default: every pending one)")
     p.add_argument("--follow", action="store_true", help="then tail the continuation run")
@@ -112,6 +127,26 @@ def add_commands(sub: Any) -> None:
                        help="the boundary to branch at (default: the latest)")
     where.add_argument("--before-message", metavar="MESSAGE_ID",
                        help="the boundary just before this message (edit and regenerate)")
+
+
+def _doubt(ns: argparse.Namespace) -> str | None:
+    """The answer about a tool cut off by a crash that ``outlast answer`` gives, if any."""
+    if ns.command != "answer":
+        return None
+    return "happened" if ns.happened else "run_again" if ns.run_again else \
+        "fail" if ns.fail else None
+
+
+def problem(ns: argparse.Namespace) -> str | None:
+    """What is wrong with options argparse cannot check alone, or None."""
+    if ns.command != "answer":
+        return None
+    doubt = _doubt(ns)
+    if (ns.result is not None) != (doubt == "happened"):
+        return "answer: --result goes with --happened, and --happened needs it"
+    if ns.args is not None and not ns.approve:
+        return "answer: --args goes with --approve"
+    return None
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -217,12 +252,18 @@ def _cancel(c: Client, ns: argparse.Namespace, style: Style) -> None:
 
 
 def _answer(c: Client, ns: argparse.Namespace, style: Style) -> None:
-    handle = c.answer(ns.thread_id, bool(ns.approve), ns.args, interrupts=ns.interrupts)
+    doubt = _doubt(ns)
+    payload = None if doubt is None else \
+        {"answer": doubt, **({"result": ns.result} if doubt == "happened" else {})}
+    handle = c.answer(ns.thread_id, bool(ns.approve), ns.args, interrupts=ns.interrupts,
+                      payload=payload)
     if ns.json:
         _emit({"runId": handle.run_id, "threadId": handle.thread_id,
                "replayed": handle.replayed})
     else:
-        verdict = "approved" if ns.approve else "denied"
+        verdict = {"happened": "it happened", "run_again": "run it again",
+                   "fail": "fail the run"}.get(doubt or "", "approved" if ns.approve
+                                               else "denied")
         print(style.dim(f"{verdict}; continuation run {handle.run_id}"))
     if ns.follow:
         tail(c, handle.run_id, 0, as_json=ns.json, style=style)

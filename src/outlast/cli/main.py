@@ -63,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(gc.run(ns))
     from outlast.cli import client
 
+    problem = client.problem(ns)
+    if problem:
+        parser.error(problem)  # one line and exit status 2, like argparse's own
     sys.exit(client.run(ns))
 
 

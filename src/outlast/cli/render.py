@@ -112,6 +112,10 @@ def runs_table(runs: Sequence[RunRecord], style: Style) -> str:
 def interrupt_line(i: Interrupt, thread_id: str, style: Style) -> str:
     """One pending interrupt, with how to answer it."""
     what = i.message or i.reason or "input needed"
+    if i.in_doubt:
+        hint = style.dim(f"  (outlast answer {thread_id} --happened --result JSON | "
+                         "--run-again | --fail)")
+        return style.yellow(f"did it happen? {short(what, 90)}") + hint
     hint = style.dim(f"  (outlast answer {thread_id} --approve | --deny)")
     return style.yellow(f"approval needed: {short(what, 90)}") + hint
 

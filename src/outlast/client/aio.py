@@ -210,22 +210,34 @@ class AsyncClient:
     async def answer(self, thread_id: str, approve: bool = True,
                      edited_args: Mapping[str, Any] | None = None, *,
                      interrupts: Sequence[str] | None = None,
-                     run_id: str | None = None) -> RunHandle:
+                     run_id: str | None = None,
+                     payload: Mapping[str, Any] | None = None) -> RunHandle:
         """Answer the thread's pending interrupts (default: every one) with an approval
-        or a denial, ``edited_args`` replacing a tool call's arguments; returns the
-        continuation run's handle. ``run_id`` (default: a fresh one) names the
-        continuation and makes retries of this request attach to it (G3)."""
+        or a denial, ``edited_args`` replacing a tool call's arguments, or with
+        ``payload`` as given (a tool cut off by a crash: ``{"answer": "happened",
+        "result": ...}``, ``{"answer": "run_again"}`` or ``{"answer": "fail"}``);
+        returns the continuation run's handle. ``run_id`` (default: a fresh one) names
+        the continuation and makes retries of this request attach to it (G3)."""
         if interrupts is None:
             pending = (await self.thread(thread_id)).pending_interrupts
             if not pending:
                 raise OutlastError("interrupt_not_pending",
                                    f"thread {thread_id} has no pending interrupts")
+            doubt = payload is not None and "answer" in payload
+            wrong = [i.id for i in pending if i.in_doubt != doubt]
+            if wrong:
+                # An approval's "yes" is not an answer about a crash, nor the reverse.
+                raise OutlastError("invalid_answer", (
+                    "not every pending interrupt asks whether a tool cut off by a crash "
+                    "happened" if doubt else "a pending interrupt asks whether a tool cut "
+                    "off by a crash happened: answer happened, run again or fail"
+                ) + f" ({', '.join(wrong)}); name the ones to answer")
             interrupts = [i.id for i in pending]
-        payload: dict[str, Any] = {"approved": approve}
+        said: dict[str, Any] = {"approved": approve} if payload is None else dict(payload)
         if edited_args is not None:
-            payload["editedArgs"] = dict(edited_args)
+            said["editedArgs"] = dict(edited_args)
         body = {"runId": run_id or f"answer-{uuid.uuid4().hex}",
-                "resume": [{"interruptId": i, "status": "resolved", "payload": payload}
+                "resume": [{"interruptId": i, "status": "resolved", "payload": said}
                            for i in interrupts]}
         data = await self._json("POST", f"/threads/{_seg(thread_id)}/resume", json=body)
         run = data["run"]

@@ -42,6 +42,13 @@ class Interrupt:
                    message=data.get("message"), tool_call_id=data.get("toolCallId"), raw=data)
 
     @property
+    def in_doubt(self) -> bool:
+        """Asks whether a tool cut off by a crash happened (answer with
+        ``answer(..., payload={"answer": "happened" | "run_again" | "fail"})``)."""
+        meta = self.raw.get("metadata")
+        return isinstance(meta, dict) and meta.get("kind") == "effect_in_doubt"
+
+    @property
     def pending(self) -> bool:
         """Still waiting for an answer (an expired one can only be cancelled)."""
         return self.status in ("pending", "expired")

@@ -1,11 +1,16 @@
-/** Approval cards for the thread's pending interrupts: approve, deny, or edit the arguments. */
+/** Cards for the thread's pending interrupts: approve, deny, or edit the arguments of a
+ * tool call; or, for a tool a crash cut off (an effect in doubt), say whether it happened. */
 import type { Interrupt, Message, ToolCall } from "@ag-ui/client";
 import { h, pretty, replace } from "../dom";
 
-/** The answer a card produces; becomes a ResumeEntry payload. */
+/** The answer a card produces: a ResumeEntry's payload. */
 export interface Answer {
-  approved: boolean;
-  editedArgs?: Record<string, unknown>;
+  payload: Record<string, unknown>;
+}
+
+/** An interrupt asking whether a tool cut off by a crash happened (spec G9). */
+function inDoubt(interrupt: Interrupt): boolean {
+  return ((interrupt.metadata ?? {}) as Record<string, unknown>).kind === "effect_in_doubt";
 }
 
 export interface ApprovalHandlers {
@@ -50,6 +55,7 @@ function card(
   sending: boolean,
   on: ApprovalHandlers,
 ): HTMLElement {
+  if (inDoubt(interrupt)) return doubtCard(interrupt, call, answered || sending, on);
   const editor = h("textarea", {
     class: "args-editor",
     "data-testid": "edit-args",
@@ -64,7 +70,7 @@ function card(
   const approveEdited = () => {
     try {
       const editedArgs = JSON.parse(editor.value) as Record<string, unknown>;
-      on.answer(interrupt, { approved: true, editedArgs });
+      on.answer(interrupt, { payload: { approved: true, editedArgs } });
     } catch (error) {
       problem.textContent = `Arguments are not valid JSON: ${(error as Error).message}`;
     }
@@ -81,8 +87,8 @@ function card(
     h(
       "div",
       { class: "actions" },
-      h("button", { class: "primary", "data-testid": "approve", disabled, onclick: () => (editRow.hidden ? on.answer(interrupt, { approved: true }) : approveEdited()) }, "Approve"),
-      h("button", { class: "danger", "data-testid": "deny", disabled, onclick: () => on.answer(interrupt, { approved: false }) }, "Deny"),
+      h("button", { class: "primary", "data-testid": "approve", disabled, onclick: () => (editRow.hidden ? on.answer(interrupt, { payload: { approved: true } }) : approveEdited()) }, "Approve"),
+      h("button", { class: "danger", "data-testid": "deny", disabled, onclick: () => on.answer(interrupt, { payload: { approved: false } }) }, "Deny"),
       h("button", {
         class: "ghost",
         "data-testid": "edit",
@@ -93,6 +99,48 @@ function card(
         },
       }, "Edit arguments"),
       answered ? h("span", { class: "muted" }, "answered — waiting for the others") : null,
+    ),
+  );
+}
+
+/** A tool cut off by a crash may or may not have run: the person says which. "It
+ * happened" sends what it returned (JSON if it parses, else the text). */
+function doubtCard(
+  interrupt: Interrupt,
+  call: { name: string; args: string } | null,
+  disabled: boolean,
+  on: ApprovalHandlers,
+): HTMLElement {
+  const result = h("textarea", {
+    class: "args-editor",
+    "data-testid": "doubt-result",
+    spellcheck: "false",
+    rows: 3,
+    placeholder: "What it returned, if it happened",
+  });
+  const happened = () => {
+    const text = result.value.trim();
+    let value: unknown = text;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      // plain text is a fine result
+    }
+    on.answer(interrupt, { payload: { answer: "happened", result: value } });
+  };
+  return h(
+    "section",
+    { class: "approval", "data-testid": "interrupt", "data-interrupt-id": interrupt.id },
+    h("header", {}, h("span", { class: "badge interrupted" }, "did it happen?"), ` ${interrupt.reason ?? ""}`),
+    interrupt.message ? h("p", {}, interrupt.message) : null,
+    call ? h("div", { class: "tool-call pending" }, h("div", { class: "tool-name" }, call.name), h("pre", { class: "tool-args" }, pretty(call.args))) : null,
+    h("div", { class: "edit-row" }, result),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { class: "primary", "data-testid": "happened", disabled, onclick: happened }, "It happened"),
+      h("button", { class: "ghost", "data-testid": "run-again", disabled, onclick: () => on.answer(interrupt, { payload: { answer: "run_again" } }) }, "Run it again"),
+      h("button", { class: "danger", "data-testid": "fail-run", disabled, onclick: () => on.answer(interrupt, { payload: { answer: "fail" } }) }, "Fail the run"),
     ),
   );
 }

@@ -458,6 +458,9 @@ function pretty(value) {
 }
 
 // src/views/approvals.ts
+function inDoubt(interrupt) {
+  return (interrupt.metadata ?? {}).kind === "effect_in_doubt";
+}
 function toolCallFor(interrupt, messages) {
   if (interrupt.toolCallId) {
     for (const m of messages) {
@@ -479,6 +482,7 @@ function renderApprovals(container, interrupts, messages, answered, sending, on)
   container.hidden = interrupts.length === 0;
 }
 function card(interrupt, call2, answered, sending, on) {
+  if (inDoubt(interrupt)) return doubtCard(interrupt, call2, answered || sending, on);
   const editor = h("textarea", {
     class: "args-editor",
     "data-testid": "edit-args",
@@ -492,7 +496,7 @@ function card(interrupt, call2, answered, sending, on) {
   const approveEdited = () => {
     try {
       const editedArgs = JSON.parse(editor.value);
-      on.answer(interrupt, { approved: true, editedArgs });
+      on.answer(interrupt, { payload: { approved: true, editedArgs } });
     } catch (error) {
       problem.textContent = `Arguments are not valid JSON: ${error.message}`;
     }
@@ -508,8 +512,8 @@ function card(interrupt, call2, answered, sending, on) {
     h(
       "div",
       { class: "actions" },
-      h("button", { class: "primary", "data-testid": "approve", disabled, onclick: () => editRow.hidden ? on.answer(interrupt, { approved: true }) : approveEdited() }, "Approve"),
-      h("button", { class: "danger", "data-testid": "deny", disabled, onclick: () => on.answer(interrupt, { approved: false }) }, "Deny"),
+      h("button", { class: "primary", "data-testid": "approve", disabled, onclick: () => editRow.hidden ? on.answer(interrupt, { payload: { approved: true } }) : approveEdited() }, "Approve"),
+      h("button", { class: "danger", "data-testid": "deny", disabled, onclick: () => on.answer(interrupt, { payload: { approved: false } }) }, "Deny"),
       h("button", {
         class: "ghost",
         "data-testid": "edit",
@@ -520,6 +524,39 @@ function card(interrupt, call2, answered, sending, on) {
         }
       }, "Edit arguments"),
       answered ? h("span", { class: "muted" }, "answered \u2014 waiting for the others") : null
+    )
+  );
+}
+function doubtCard(interrupt, call2, disabled, on) {
+  const result = h("textarea", {
+    class: "args-editor",
+    "data-testid": "doubt-result",
+    spellcheck: "false",
+    rows: 3,
+    placeholder: "What it returned, if it happened"
+  });
+  const happened = () => {
+    const text = result.value.trim();
+    let value = text;
+    try {
+      value = JSON.parse(text);
+    } catch {
+    }
+    on.answer(interrupt, { payload: { answer: "happened", result: value } });
+  };
+  return h(
+    "section",
+    { class: "approval", "data-testid": "interrupt", "data-interrupt-id": interrupt.id },
+    h("header", {}, h("span", { class: "badge interrupted" }, "did it happen?"), ` ${interrupt.reason ?? ""}`),
+    interrupt.message ? h("p", {}, interrupt.message) : null,
+    call2 ? h("div", { class: "tool-call pending" }, h("div", { class: "tool-name" }, call2.name), h("pre", { class: "tool-args" }, pretty(call2.args))) : null,
+    h("div", { class: "edit-row" }, result),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { class: "primary", "data-testid": "happened", disabled, onclick: happened }, "It happened"),
+      h("button", { class: "ghost", "data-testid": "run-again", disabled, onclick: () => on.answer(interrupt, { payload: { answer: "run_again" } }) }, "Run it again"),
+      h("button", { class: "danger", "data-testid": "fail-run", disabled, onclick: () => on.answer(interrupt, { payload: { answer: "fail" } }) }, "Fail the run")
     )
   );
 }
@@ -1175,10 +1212,7 @@ var App = class {
     this.answers.set(interrupt.id, answer);
     if (!this.interrupts.every((i) => this.answers.has(i.id))) return this.render();
     const resume = this.interrupts.map((i) => {
-      const a = this.answers.get(i.id);
-      const payload = { approved: a.approved };
-      if (a.editedArgs) payload.editedArgs = a.editedArgs;
-      return { interruptId: i.id, status: "resolved", payload };
+      return { interruptId: i.id, status: "resolved", payload: this.answers.get(i.id).payload };
     });
     this.answers.clear();
     void this.run({ runId: crypto.randomUUID(), resume, forwardedProps: this.forwardedProps() });
