@@ -4,7 +4,7 @@ In process, on a real SQLite store: a run executes on a thread whose snapshot
 already holds M messages; each turn folds one streamed assistant message and a
 state delta, commits those events, then saves the boundary. Timed separately:
 
-- ``RunExecution._snapshot_write``: take the fold's changes and serialize them;
+- ``Snapshots.write``: take the fold's changes and serialize them;
 - ``store.write`` of the boundary ``SnapshotWrite`` (one transaction, fsync'd).
 
 Target: time(10,000 messages) ≤ 1.5 x time(10 messages), for both and their sum.
@@ -95,14 +95,14 @@ async def one_turn(ex: RunExecution, turn: int) -> tuple[float, float]:
         ex.fold.apply(event)
         ex.seq += 1
         rows.append((ex.seq, ex.fold.at_boundary, dumps(event)))
-    ex.session_state["turn"] = turn  # agents keep private state; it is saved too
+    ex.snapshots.session_state["turn"] = turn  # agents keep private state; it is saved too
     base = RunWrite(rid=ex.run.rid, tid=ex.run.tid, run_id=ex.run.id,
                     attempt=ex.run.attempts, instance=ex.services.instance,
                     prev_seq=ex.channel.committed_seq, events=rows)
     assert not await store.write([base])
     ex.channel.committed_seq = ex.seq
     t0 = time.perf_counter()
-    snap = ex._snapshot_write(ex.seq)
+    snap = ex.snapshots.write(ex.fold, ex.seq)
     t1 = time.perf_counter()
     fenced = await store.write([RunWrite(
         rid=ex.run.rid, tid=ex.run.tid, run_id=ex.run.id, attempt=ex.run.attempts,
@@ -114,7 +114,7 @@ async def one_turn(ex: RunExecution, turn: int) -> tuple[float, float]:
 
 async def full_rewrite(ex: RunExecution) -> float:
     """For contrast: one write that rewrites every message of the snapshot."""
-    upserts = [(m["id"], ex.positions.get(m["id"], float(i + 1)), dumps(m))
+    upserts = [(m["id"], ex.snapshots.positions.get(m["id"], float(i + 1)), dumps(m))
                for i, m in enumerate(ex.fold.messages)]
     t0 = time.perf_counter()
     await ex.services.store.write([RunWrite(
@@ -172,7 +172,7 @@ async def main_async(quick: bool) -> tuple[dict[str, Any], list[tuple[str, ...]]
                 cells.append(median_p10_p90(v, 3))
             growth = medians[1] / medians[0]
             r[f"growth_{part}"] = growth
-            label = {"snapshot_write": "_snapshot_write (take_changes + JSON)",
+            label = {"snapshot_write": "Snapshots.write (take_changes + JSON)",
                      "store_write": "store.write(SnapshotWrite)", "total": "total"}[part]
             rows.append((synchronous, label, *cells, f"{growth:.2f}x",
                          "yes" if growth <= TARGET else "NO"))

@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from outlast.engine.execution import sharing_history
+from outlast.engine.history import sharing_history
 from outlast.http.bodies import RunAgentInput
 from outlast.http.body import release_body
 from outlast.protocol.fold import ThreadFold

@@ -17,9 +17,15 @@ from pydantic import ValidationError
 
 from outlast.agent import NOT_DONE, Resolution, RunSuspended, in_doubt, interrupt_items
 from outlast.agent.in_doubt import ToolEffect
-from outlast.store.base import EffectRecord
+from outlast.store.base import EffectRecord, InterruptRecord
 
 MAX_TOKEN_COUNT = 2**53 - 1
+
+
+def resolutions_of(answered: list[InterruptRecord]) -> list[Resolution]:
+    """The interrupts a continuation answers, as its agent sees them (``ctx.resume``)."""
+    return [Resolution(i.body, (i.resolution or {}).get("status", "resolved"),
+                       (i.resolution or {}).get("payload")) for i in answered]
 
 
 class RunPort(Protocol):

@@ -7,10 +7,8 @@ admitted the run never owns it (G1): requests only subscribe to the log.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,54 +16,35 @@ from typing import Any
 from ag_ui.core import TokenUsage
 from ag_ui.core.token_usage import aggregate_token_usage
 
-from outlast.agent import Agent, AgentError, Resolution, RunSuspended
+from outlast.agent import Agent, AgentError, RunSuspended
 from outlast.config import Settings
-from outlast.engine.context import EngineRunContext
+from outlast.engine.context import EngineRunContext, resolutions_of
+from outlast.engine.history import new_messages, sharing_history
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
+from outlast.engine.snapshots import Snapshots
+from outlast.engine.storage import OUTAGES
 from outlast.engine.webhooks import owed
 from outlast.engine.writer import NO_STATE, Writer
 from outlast.errors import LeaseLost, PayloadTooLarge
 from outlast.protocol.constructs import OPENERS, construct_row
-from outlast.protocol.events import now_ms, run_finished, run_started, state_snapshot
+from outlast.protocol.events import (
+    now_ms,
+    parse_time,
+    run_finished,
+    run_started,
+    state_snapshot,
+)
 from outlast.protocol.fold import STATE_EVENTS, ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import unanswered_tool_calls
 from outlast.protocol.verify import MODELS, ProtocolViolation, check_order, check_schema
-from outlast.store.base import EffectRecord, FinishWrite, RunRecord, SnapshotWrite, Store
+from outlast.store.base import EffectRecord, FinishWrite, RunRecord, Store
 from outlast.store.notifications import WorkAvailable
 
 log = logging.getLogger("outlast.run")
 
 AGUI_MODELS = tuple(MODELS.values())
-
-
-
-
-def new_messages(fold: ThreadFold, incoming: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The request's messages the thread does not have yet, by id: AG-UI front ends
-    resend the whole history, other clients only the new message; nothing duplicates."""
-    known = {m.get("id") for m in fold.messages}
-    out = []
-    for message in incoming:
-        if message.get("id") not in known:
-            out.append(message)
-            known.add(message.get("id"))
-    return out
-
-
-def sharing_history(fold: ThreadFold, run_input: dict[str, Any]) -> dict[str, Any]:
-    """The input with each message the thread holds unchanged replaced by the thread's
-    own copy: front ends resend the whole history, and the agent's model of the input
-    then shares the fold's strings instead of keeping a second copy for the run's life."""
-    incoming = run_input.get("messages")
-    if not isinstance(incoming, list) or not incoming:
-        return run_input
-    shared = []
-    for message in incoming:
-        held = fold.message(message.get("id")) if isinstance(message, dict) else None
-        shared.append(held if held is not None and held == message else message)
-    return {**run_input, "messages": shared}
 
 
 @dataclass(frozen=True)
@@ -100,16 +79,14 @@ class RunExecution:
         self.cancel_reason: str | None = None
         self.violation: ProtocolViolation | None = None  # G11: the first rule the agent broke
         self.fold = ThreadFold()
-        self.positions: dict[str, float] = {}
-        self.session_state: dict[str, Any] = {}
         self.usage: list[TokenUsage] = []  # this attempt's model calls (AG-UI 1.0 usage)
         self.channel = services.writer.channel(
             run.rid, run.tid, run.id, run.attempts, services.instance, run.last_seq)
         self.channel.on_fenced = self._on_fenced
+        self.snapshots = Snapshots(services.writer, self.channel, services.settings,
+                                   services.on_snapshot, thread_id=run.thread_id,
+                                   run_id=run.id)
         self._agent_task: asyncio.Task[Any] | None = None
-        self._pending_boundary: int | None = None
-        self._last_snapshot = 0.0
-        self._saved_session = ""
         self._settled = False  # the run ended or was handed back: nothing left to do
         self.done = asyncio.Event()
 
@@ -178,8 +155,8 @@ class RunExecution:
         kind = data.get("type")
         if kind in OPENERS:
             draining = self.cancel_reason == "drain"
-            if self._pending_boundary is not None:
-                self._save_boundary(self._pending_boundary, force=draining)
+            if self.snapshots.pending is not None:
+                self._save_boundary(self.snapshots.pending, force=draining)
             if draining:
                 # Clean shutdown (G8): open nothing new. The log ends at the boundary and
                 # the snapshot holds the agent's state as it starts its next construct,
@@ -208,21 +185,21 @@ class RunExecution:
         self.services.writer.append(self.channel, self.seq, at_boundary, body, indexed,
                                     state_before)
         if at_boundary:
-            self._pending_boundary = self.seq
+            self.snapshots.pending = self.seq
             if self.services.is_draining() and self.cancel_reason is None:
                 # Clean shutdown: stop at this boundary so the next process resumes here.
                 self.stop("drain")
         else:
             # Left the boundary without an opener (a MESSAGES_SNAPSHOT with an open tool
             # call, say): the fold no longer holds that boundary's state, so it is gone.
-            self._pending_boundary = None
+            self.snapshots.pending = None
         if self.services.writer.over_high_water(self.channel):
             await self.services.writer.make_room(self.channel)
 
     async def flush(self) -> None:
         """Wait until everything emitted so far is committed."""
-        if self._pending_boundary is not None:
-            self._save_boundary(self._pending_boundary, force=False)
+        if self.snapshots.pending is not None:
+            self._save_boundary(self.snapshots.pending, force=False)
         await self.services.writer.flush(self.channel)
         if self.channel.fenced:
             raise LeaseLost("this process no longer holds the run's lease")
@@ -236,61 +213,7 @@ class RunExecution:
         self._save_boundary(self.seq, force=True)
 
     def _save_boundary(self, seq: int, *, force: bool) -> None:
-        self._pending_boundary = None
-        settings = self.services.settings
-        if not force:
-            if settings.snapshot_mode == "run_end":
-                return
-            if time.monotonic() - self._last_snapshot < settings.snapshot_min_interval:
-                return  # changes keep accumulating in the fold until the next save
-        self._last_snapshot = time.monotonic()
-        snap = self._snapshot_write(seq)
-        self.services.writer.snapshot(self.channel, snap)
-        self._announce_snapshot(seq)
-
-    def _announce_snapshot(self, seq: int) -> None:
-        """Tell the host's snapshot hook, if any, of the snapshot as of ``seq`` once it
-        is committed (G2)."""
-        if self.services.settings.snapshot_hook is None:
-            return
-        payload = {
-            "threadId": self.run.thread_id, "runId": self.run.id, "asOf": seq,
-            "messages": copy.deepcopy(self.fold.messages),
-            "state": copy.deepcopy(self.fold.state),
-        }
-        self.services.writer.after_commit(
-            self.channel, seq, lambda: self.services.on_snapshot(payload))
-
-    def _snapshot_write(self, seq: int) -> SnapshotWrite:
-        changes = self.fold.take_changes()
-        messages = self.fold.messages
-        upserts: list[tuple[str, float, str]] = []
-        for mid in changes.removed_ids:
-            self.positions.pop(mid, None)
-        if changes.reordered:
-            # Rare (an inserted message): renumber, which rewrites every position.
-            self.positions = {m["id"]: float(i + 1) for i, m in enumerate(messages)}
-            upserts = [(m["id"], self.positions[m["id"]], dumps(m)) for m in messages]
-        else:
-            for index, message in sorted(changes.upserts, key=lambda u: u[0]):
-                mid = message["id"]
-                pos = self.positions.get(mid)
-                if pos is None:
-                    before = self.positions.get(messages[index - 1]["id"], 0.0) if index else 0.0
-                    after = (self.positions.get(messages[index + 1]["id"])
-                             if index + 1 < len(messages) else None)
-                    pos = before + 1.0 if after is None else (before + after) / 2
-                    self.positions[mid] = pos
-                upserts.append((mid, pos, dumps(message)))
-        session = dumps(self.session_state)
-        session_json = None if session == self._saved_session else session
-        self._saved_session = session
-        return SnapshotWrite(
-            as_of_run=self.run.id, as_of_seq=seq, upserts=upserts,
-            deletes=list(changes.removed_ids),
-            state_json=dumps(self.fold.state) if changes.state_changed else None,
-            session_state_json=session_json,
-        )
+        self.snapshots.save(self.fold, seq, force=force)
 
     async def effect_start(self, key: str) -> None:
         await self.services.store.effect_start(self.run.rid, key, self.services.instance,
@@ -348,15 +271,12 @@ class RunExecution:
         if self.run.cancel_requested or self.cancel_reason == "cancel":
             await self._finish_cancelled()
             return
-        resolutions = [
-            Resolution(i.body, (i.resolution or {}).get("status", "resolved"),
-                       (i.resolution or {}).get("payload"))
-            for i in await self.services.store.resolved_by(self.run.rid)
-        ]
+        resolutions = resolutions_of(await self.services.store.resolved_by(self.run.rid))
         ctx = EngineRunContext(
             self, run_id=self.run.id, thread_id=self.run.thread_id, attempt=self.run.attempts,
             input=sharing_history(self.fold, self.run.input),
-            session_state=self.session_state, resumed=self.resumed, resolutions=resolutions)
+            session_state=self.snapshots.session_state, resumed=self.resumed,
+            resolutions=resolutions)
         # The context holds the input now, as the agent's model: the record need not
         # keep the JSON and its parse (whatever history the client resent) for as long
         # as the agent runs.
@@ -432,14 +352,12 @@ class RunExecution:
         snap = await store.get_snapshot(self.run.tid)
         self.fold = ThreadFold(snap.messages, snap.state, copy=False)  # read for it alone
         self.fold.construct_changes = []  # new constructs from here on go to the index
-        self.positions = dict(snap.positions)
-        self.session_state = dict(snap.session_state)
-        self._saved_session = dumps(self.session_state)
+        self.snapshots.load(snap)
         if not self.resumed and self.seq > 0:
             # Started by its claim (``claim_queued(start=True)``): RUN_STARTED and the
             # snapshot as of it are committed, and the fold above already holds them.
-            self._last_snapshot = time.monotonic()
-            self._announce_snapshot(self.seq)
+            self.snapshots.saved_now()
+            self.snapshots.announce(self.fold, self.seq)
             if await self._start_state():
                 self._save_boundary(self.seq, force=True)
             return
@@ -565,38 +483,16 @@ class RunExecution:
         records = []
         for item in interrupts:
             expires = item.get("expiresAt")
-            records.append((item["id"], dumps(item), _parse_time(expires)))
+            records.append((item["id"], dumps(item), parse_time(expires)))
         await self._end(events, FinishWrite("interrupted", outcome=outcome, interrupts=records))
 
     async def _release(self) -> None:
         """Clean shutdown: commit what we have and let the next process resume (G8)."""
-        if self._pending_boundary is not None:
-            self._save_boundary(self._pending_boundary, force=True)
+        if self.snapshots.pending is not None:
+            self._save_boundary(self.snapshots.pending, force=True)
         await self.services.writer.flush(self.channel)
         await self.services.store.release_lease(self.run.rid, self.services.instance,
                                               self.run.attempts)
         self._settled = True
         # Other processes on a shared store resume it now, not at their next look.
         await self.services.store.notify(WorkAvailable())
-
-
-OUTAGES = {
-    "storage_full": "The server's storage is full: the run was stopped after waiting for "
-                    "space. What it had done is kept; start a new run once the service is "
-                    "back.",
-    "store_unavailable": "The server's store could not write: the run was stopped after "
-                         "waiting for it. What it had done is kept; start a new run once "
-                         "the service is back.",
-}
-"""The stop reasons of a store outage (engine.storage) and what the run's RUN_ERROR says."""
-
-
-def _parse_time(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

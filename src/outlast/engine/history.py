@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from outlast.errors import HistoryDiverged
+from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
 
 # Annotations the server or the client may keep on its own (reasoning, activity): a
@@ -108,3 +109,29 @@ class ResentHistory:
                 "thread keeps one version of each message: to edit it, fork the thread "
                 "before it (POST /threads/{id}/fork with beforeMessageId)",
                 messageId=ids[0], messageIds=ids)
+
+
+def new_messages(fold: ThreadFold, incoming: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's messages the thread does not have yet, by id: AG-UI front ends
+    resend the whole history, other clients only the new message; nothing duplicates."""
+    known = {m.get("id") for m in fold.messages}
+    out = []
+    for message in incoming:
+        if message.get("id") not in known:
+            out.append(message)
+            known.add(message.get("id"))
+    return out
+
+
+def sharing_history(fold: ThreadFold, run_input: dict[str, Any]) -> dict[str, Any]:
+    """The input with each message the thread holds unchanged replaced by the thread's
+    own copy: front ends resend the whole history, and the agent's model of the input
+    then shares the fold's strings instead of keeping a second copy for the run's life."""
+    incoming = run_input.get("messages")
+    if not isinstance(incoming, list) or not incoming:
+        return run_input
+    shared = []
+    for message in incoming:
+        held = fold.message(message.get("id")) if isinstance(message, dict) else None
+        shared.append(held if held is not None and held == message else message)
+    return {**run_input, "messages": shared}

@@ -24,6 +24,16 @@ from outlast.errors import StoreUnavailable
 
 log = logging.getLogger("outlast.storage")
 
+OUTAGES = {
+    "storage_full": "The server's storage is full: the run was stopped after waiting for "
+                    "space. What it had done is kept; start a new run once the service is "
+                    "back.",
+    "store_unavailable": "The server's store could not write: the run was stopped after "
+                         "waiting for it. What it had done is kept; start a new run once "
+                         "the service is back.",
+}
+"""The stop reasons of a store outage (engine.storage) and what the run's RUN_ERROR says."""
+
 SETTLE = 1.0
 """Seconds of writes without a failure that end an outage."""
 PROBE_EVERY = 0.25

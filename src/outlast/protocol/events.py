@@ -7,6 +7,7 @@ and ends every run, and streams synthesize a ``RUN_STARTED`` when they start mid
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 
 Event = dict[str, Any]
@@ -63,3 +64,13 @@ def state_snapshot(state: Any) -> Event:
 def messages_snapshot(messages: list[dict[str, Any]]) -> Event:
     """``MESSAGES_SNAPSHOT``."""
     return {"type": "MESSAGES_SNAPSHOT", "messages": messages}
+
+
+def parse_time(value: Any) -> float | None:
+    """An ISO 8601 time (an interrupt's ``expiresAt``) as a Unix time, or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
