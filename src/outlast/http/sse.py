@@ -5,7 +5,7 @@ writes have stalled.
 A stream lives as long as its run, and a process holds thousands of them, so what each
 costs matters more than for an ordinary response: sse-starlette, which ran our streams
 before, gave each one four tasks in a task group, a cancel scope around every write and
-a lock around every keepalive (docs/performance.md, "After the sixth changes", has the
+a lock around every keepalive (the git history of docs/performance.md has the
 measurements that replaced it).
 """
 
