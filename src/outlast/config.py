@@ -167,6 +167,9 @@ class Settings(BaseSettings):
                                      "answer each read", unit="seconds", metavar="S", gt=0)
     log_level: Literal["debug", "info", "warning", "error"] = setting(
         "info", "level of the outlast loggers")
+    log_format: Literal["text", "json"] = setting(
+        "text", "log lines as text, or as one JSON object each (time, level, logger, "
+        "message, and run_id, thread_id, attempt and principal on lines about a run)")
 
     @property
     def workspace(self) -> Path:

@@ -38,7 +38,9 @@ async def model() -> AsyncIterator[FakeOpenAI]:
 def store_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
     if request.param == "sqlite":
         return ()
-    return ("--store", request.getfixturevalue("pg_url"))
+    # A restarted process cannot prove the killed one gone on a shared database: it
+    # takes the run over once the lease expires, so a short one.
+    return ("--store", request.getfixturevalue("pg_url"), "--lease-ttl", "1")
 
 
 class Setup:
@@ -103,6 +105,8 @@ def answer(question: dict[str, Any], payload: Any, status: str = "resolved"
 async def test_a_person_decides_what_an_effect_in_doubt_did(
         server_factory: Any, model: FakeOpenAI, tmp_path: Path,
         store_args: tuple[str, ...], said: str) -> None:
+    if said == "cancelled" and store_args:
+        pytest.skip("the store plays no part in reading a cancelled answer: SQLite's case")
     setup = Setup(server_factory, model, tmp_path, store_args)
     server, thread, run, question = await cut_off(setup)
     assert question["reason"] == "confirmation"

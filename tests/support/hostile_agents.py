@@ -141,3 +141,27 @@ class BlockingAgent(Agent):
 def blocking(settings: Settings) -> Agent:
     """``--agent blocking=tests.support.hostile_agents:blocking``."""
     return BlockingAgent()
+
+
+FAILING_AGENT = "failing=tests.support.hostile_agents:failing"
+
+
+class FailingAgent(Agent):
+    """Logs through its own logger, quoting ``$FAILING_SECRET`` as a careless agent
+    might, then raises a ``ValueError`` whose message quotes it again."""
+
+    capabilities = Capabilities(description="Fails, and talks about secrets.")
+
+    async def run(self, ctx: RunContext) -> None:
+        import logging
+        import os
+
+        secret = os.environ["FAILING_SECRET"]
+        logging.getLogger("failing_agent").warning("calling the model with key %s", secret)
+        await say(ctx, "about to fail")
+        raise ValueError(f"the model refused key {secret}")
+
+
+def failing(settings: Settings) -> Agent:
+    """``--agent failing=tests.support.hostile_agents:failing``."""
+    return FailingAgent()

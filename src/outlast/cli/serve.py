@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import socket
@@ -16,6 +17,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
+from outlast import logs
 from outlast.agent import Agent
 from outlast.cli.startup import (
     StartupError,
@@ -31,7 +33,7 @@ from outlast.config import Settings
 from outlast.engine.runtime import Engine
 from outlast.errors import OutlastError
 from outlast.http.app import create_app
-from outlast.http.auth import Principals
+from outlast.http.auth import Principals, tokens_in
 from outlast.http.server import guarded_protocol
 
 log = logging.getLogger("outlast")
@@ -152,10 +154,12 @@ async def _serve(settings: Settings, principals: Principals, agents: dict[str, A
 
 def serve(settings: Settings) -> None:
     """Run the server until SIGTERM/SIGINT; a startup mistake is one line, exit 2."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
-    logging.getLogger("outlast").setLevel(settings.log_level.upper())
+    secret = settings.webhook_secret
+    redactor = logs.configure(settings.log_format, settings.log_level,
+                              [secret.get_secret_value()] if secret is not None else [])
     try:
+        with contextlib.suppress(OSError, ValueError, OutlastError):
+            redactor.add(tokens_in(settings.tokens_file))  # unreadable: refused below
         _prepare_and_serve(settings)
     except StartupError as exc:
         print(f"outlast serve: {exc}", file=sys.stderr)

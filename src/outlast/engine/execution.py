@@ -27,6 +27,7 @@ from outlast.engine.storage import OUTAGES
 from outlast.engine.webhooks import owed
 from outlast.engine.writer import NO_STATE, Writer
 from outlast.errors import LeaseLost, PayloadTooLarge
+from outlast.logs import about_run
 from outlast.protocol.constructs import OPENERS, construct_row
 from outlast.protocol.events import (
     now_ms,
@@ -225,7 +226,12 @@ class RunExecution:
 
     # -- lifecycle --------------------------------------------------------
     async def main(self) -> None:
-        """Prepare, run the agent, end the run; never raises."""
+        """Prepare, run the agent, end the run; never raises. Every log line about it,
+        the agent's own included, carries the run's identity (``outlast.logs``)."""
+        with about_run(self.run.id, self.run.thread_id, self.run.attempts, self.run.owner):
+            await self._main_logged()
+
+    async def _main_logged(self) -> None:
         # The execution holds its run's feed while it writes, so what it commits reaches
         # the subscribers; the feed goes with the last holder (G10).
         self.services.hub.acquire(self.run.rid)
@@ -265,9 +271,7 @@ class RunExecution:
                                       "the run cannot be resumed.")
             return
         if not self.run.cancel_requested and await self._cancel_requested_since_claim():
-            # A cancel that arrived between the claim and this start found no
-            # execution to stop: the flag in the store is the truth (G6).
-            self.cancel_reason = "cancel"
+            self.cancel_reason = "cancel"  # it came before there was an execution to stop
         if self.run.cancel_requested or self.cancel_reason == "cancel":
             await self._finish_cancelled()
             return
@@ -480,10 +484,7 @@ class RunExecution:
             {"type": "RUN_FINISHED", "threadId": self.run.thread_id, "runId": self.run.id,
              "outcome": outcome},
         ]
-        records = []
-        for item in interrupts:
-            expires = item.get("expiresAt")
-            records.append((item["id"], dumps(item), parse_time(expires)))
+        records = [(i["id"], dumps(i), parse_time(i.get("expiresAt"))) for i in interrupts]
         await self._end(events, FinishWrite("interrupted", outcome=outcome, interrupts=records))
 
     async def _release(self) -> None:

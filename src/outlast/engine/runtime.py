@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from outlast import logs
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
 from outlast.engine import retention, storage
@@ -341,8 +342,8 @@ class Engine(EdgeReads):
     def _launch(self, run: RunRecord, *, crashed: bool) -> None:
         agent = self.agents.get(run.agent)
         if agent is None:
-            # Never leave the run leased and idle (G8): it ends failed, with a reason.
-            log.error("run %s needs agent %r, which is not registered here", run.id, run.agent)
+            log.error("run %s needs agent %r, which is not registered here (it ends failed, "
+                      "G8)", run.id, run.agent, extra=logs.of_run(run))
             agent = MissingAgent(run.agent)
         if crashed:
             self.metrics.takeovers.inc()
@@ -387,7 +388,8 @@ class Engine(EdgeReads):
                     # over from this very process (G8 holds either way: fencing).
                     await self._renew()
                 for run in await self._claiming(self.store.claim_expired):
-                    log.warning("run %s: lease expired; taking it over", run.id)
+                    log.warning("run %s: lease expired; taking it over", run.id,
+                                extra=logs.of_run(run))
                     self._launch(run, crashed=True)
             except StoreUnavailable:
                 pass  # said once by the StorageWatch

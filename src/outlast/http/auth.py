@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from starlette.requests import HTTPConnection
@@ -17,6 +17,23 @@ LOCAL_PRINCIPAL = "local"
 
 def _hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+def _entries(path: Path) -> Iterator[tuple[int, str, str]]:
+    """A tokens file's ``principal:token`` lines: (line number, principal, token)."""
+    for number, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        principal, sep, token = line.partition(":")
+        if not sep or not principal.strip() or not token.strip():
+            raise InvalidRequest(f"{path}:{number}: expected principal:token")
+        yield number, principal.strip(), token.strip()
+
+
+def tokens_in(path: Path | None) -> list[str]:
+    """The tokens a file gives (for the log's redaction: never logged)."""
+    return [] if path is None else [token for _, _, token in _entries(path)]
 
 
 class Principals:
@@ -35,18 +52,12 @@ class Principals:
         if path is None:
             return cls()
         tokens: dict[bytes, str] = {}
-        for number, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            principal, sep, token = line.partition(":")
-            if not sep or not principal.strip() or not token.strip():
-                raise InvalidRequest(f"{path}:{number}: expected principal:token")
-            digest = _hash(token.strip())
-            if tokens.get(digest, principal.strip()) != principal.strip():
+        for number, principal, token in _entries(path):
+            digest = _hash(token)
+            if tokens.get(digest, principal) != principal:
                 raise InvalidRequest(f"{path}:{number}: this token is already given to "
                                      "another principal")
-            tokens[digest] = principal.strip()
+            tokens[digest] = principal
         if not tokens:
             raise InvalidRequest(f"{path}: no tokens")
         return cls(tokens)
