@@ -306,11 +306,12 @@ async def test_sigkill_in_the_tool_loop_resumes_with_one_answer(
     data = tmp_path / "kill-data"
     srv = start(server_factory, model, tool_log, data_dir=data)
     long_text = " ".join(f"word{i}" for i in range(200))
+    spent = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
     model.replies = [
-        Reply(calls=[Call("get_weather", {"city": "Lima"}, id="k-1")]),
-        Reply(calls=[Call("add", {"a": 4, "b": 5}, id="k-2")]),
-        Reply(text=long_text, token_delay=0.05),  # killed while this streams
-        Reply(text="The one final answer."),
+        Reply(calls=[Call("get_weather", {"city": "Lima"}, id="k-1")], usage=spent),
+        Reply(calls=[Call("add", {"a": 4, "b": 5}, id="k-2")], usage=spent),
+        Reply(text=long_text, token_delay=0.05, usage=spent),  # killed while this streams
+        Reply(text="The one final answer.", usage=spent),
     ]
     async with srv.client() as c:
         # The run goes on without the connection that started it (G1).
@@ -332,6 +333,13 @@ async def test_sigkill_in_the_tool_loop_resumes_with_one_answer(
         assert done["status"] == "succeeded", done
         assert done["outcome"]["result"]["finishReason"] == "stop"
         thread = (await c.get("/threads/t-kill")).json()
+        final = (await stored_log(c, "r-kill"))[-1].event
+    # The dead attempt's two model calls stay counted (the ledger kept them with their
+    # events); the reply it was cut off in never reported its usage.
+    [ledger] = done["usage"]
+    assert (ledger["calls"], ledger["inputTokens"], ledger["totalTokens"]) == (3, 30, 36)
+    assert final["type"] == "RUN_FINISHED"
+    assert [(u["inputTokens"], u["totalTokens"]) for u in final["usage"]] == [(30, 36)]
     assert executed(tool_log) == ["get_weather Lima", "add 4 5"], "each tool ran once"
     messages = thread["messages"]
     one_result_per_call(messages)

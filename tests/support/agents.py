@@ -50,3 +50,24 @@ async def say(ctx: RunContext, text: str) -> None:
 def ask(settings: Settings) -> Agent:
     """``--agent ask=tests.support.agents:ask``."""
     return AskAgent()
+
+
+SPEND_AGENT = "spend=tests.support.agents:spend"
+
+
+class SpendAgent(Agent):
+    """Reports ``forwardedProps.calls`` (AG-UI ``TokenUsage`` dicts) as its model calls'
+    tokens, saying something after each."""
+
+    capabilities = Capabilities(description="Spends tokens.")
+
+    async def run(self, ctx: RunContext) -> None:
+        props: Any = ctx.forwarded_props
+        for usage in (props or {}).get("calls", []) if isinstance(props, dict) else []:
+            ctx.record_usage(usage)
+            await say(ctx, "spent")
+
+
+def spend(settings: Settings) -> Agent:
+    """``--agent spend=tests.support.agents:spend``."""
+    return SpendAgent()

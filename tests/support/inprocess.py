@@ -19,6 +19,7 @@ from outlast.agents.demo import DemoAgent
 from outlast.config import Settings
 from outlast.engine.runtime import Engine
 from outlast.http.app import create_app
+from outlast.http.auth import Principals
 from outlast.store import open_store
 from tests.support.server import wait_for
 
@@ -35,12 +36,13 @@ class InProcess:
 @contextlib.asynccontextmanager
 async def in_process_server(data_dir: Path, *, store_url: str | None = None,
                             agents: dict[str, Agent] | None = None,
+                            principals: Principals | None = None,
                             **settings: Any) -> AsyncIterator[InProcess]:
     """Serve an Engine over ``data_dir`` (SQLite unless ``store_url``) on a free port."""
     config = Settings(data_dir=data_dir, keepalive=2.0, **settings)
     store = open_store(store_url, data_dir)
     engine = Engine(config, store, agents or {"demo": DemoAgent(data_dir / "workspace")})
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=0,
+    server = uvicorn.Server(uvicorn.Config(create_app(engine, principals), host="127.0.0.1", port=0,
                                            log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
 

@@ -28,6 +28,7 @@ from outlast.store.base import (
     StoredEvent,
     ThreadRecord,
     ThreadView,
+    UsageRecord,
     WebhookRecord,
 )
 
@@ -64,6 +65,15 @@ class EdgeReads:
     async def run_webhooks(self, run: RunRecord) -> list[WebhookRecord]:
         """The webhooks ``run``'s end owes, with how their delivery goes (G12)."""
         return await self.store.webhooks_for_run(run.rid)
+
+    async def run_usage(self, run: RunRecord) -> list[UsageRecord]:
+        """The tokens ``run`` spent over its attempts, per provider and model."""
+        return await self.store.usage_for_run(run.rid)
+
+    async def usage(self, owner: str, since: float, until: float, *,
+                    threads: int) -> tuple[list[UsageRecord], list[UsageRecord]]:
+        """An owner's tokens in ``[since, until)``, per model and per thread."""
+        return await self.store.usage_summary(owner, since, until, threads=threads)
 
     async def run_events(self, run: RunRecord, after: int, limit: int) -> list[StoredEvent]:
         """A page of the run's log after ``after``."""

@@ -7,22 +7,21 @@ admitted the run never owns it (G1): requests only subscribe to the log.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import TokenUsage
-from ag_ui.core.token_usage import aggregate_token_usage
 
 from outlast.agent import Agent, AgentError, RunSuspended
 from outlast.config import Settings
+from outlast.engine import usage
 from outlast.engine.context import EngineRunContext, resolutions_of
 from outlast.engine.history import new_messages, sharing_history
 from outlast.engine.hub import Hub
 from outlast.engine.metrics import Metrics
-from outlast.engine.snapshots import Snapshots
+from outlast.engine.snapshots import Snapshots, fold_log
 from outlast.engine.storage import OUTAGES
 from outlast.engine.webhooks import owed
 from outlast.engine.writer import NO_STATE, Writer
@@ -115,8 +114,10 @@ class RunExecution:
     def state(self) -> Any:
         return self.fold.state
 
-    def add_usage(self, usage: TokenUsage) -> None:
-        self.usage.append(usage)
+    def add_usage(self, used: TokenUsage) -> None:
+        self.usage.append(used)
+        self.services.writer.usage(self.channel, usage.record_of(used))  # the ledger
+        usage.count(self.services.metrics, self.run.agent, used)
 
     @property
     def cancelled(self) -> bool:
@@ -381,17 +382,10 @@ class RunExecution:
             return
         # Resume after a crash (G8): fold what the dead attempt committed on top of
         # the last boundary snapshot, then close what it left open.
-        after = 0
-        if snap.as_of_run == self.run.id and snap.as_of_seq is not None:
-            after = snap.as_of_seq
-        while True:
-            page = await store.read_events(self.run.rid, after, 1000)
-            if not page:
-                break
-            for ev in page:
-                self.fold.apply(json.loads(ev.body))
-            after = page[-1].seq
-        self.fold.construct_changes = []  # what the dead attempt committed is indexed
+        mine = snap.as_of_run == self.run.id and snap.as_of_seq is not None
+        await fold_log(store, self.run.rid, self.fold, (snap.as_of_seq or 0) if mine else 0)
+        # Its attempts' tokens count toward its final event (the ledger kept them).
+        self.usage = [usage.token_usage_of(u) for u in await store.usage_for_run(self.run.rid)]
         if not self.crashed or not self._may_resume():
             return  # a crashed run that may not resume ends failed, never "resumed"
         resumed_from = self.seq
@@ -431,8 +425,7 @@ class RunExecution:
 
     async def _end(self, events: list[dict[str, Any]], fin: FinishWrite) -> None:
         if self.usage:  # the final event carries the run's token usage (AG-UI 1.0)
-            events[-1]["usage"] = [u.model_dump(mode="json", by_alias=True, exclude_none=True)
-                                   for u in aggregate_token_usage(self.usage)]
+            events[-1]["usage"] = fin.usage = usage.wire(self.usage)
         for event in events:
             await self._append(event)
         self._save_boundary(self.seq, force=True)

@@ -25,3 +25,16 @@ class Metrics:
         self.subscribers = Gauge("outlast_subscribers", "Open event streams", registry=r)
         self.commit_seconds = Histogram("outlast_commit_seconds", "Group commit latency",
                                         registry=r)
+        self.streams = Counter(
+            "outlast_streams_opened", "Event streams opened, by kind: live (a running "
+            "run from its start), replay (a final run from its start), reattach (after "
+            "a Last-Event-ID or ?after=)", ["kind"], registry=r)
+        self.webhook_deliveries = Counter(
+            "outlast_webhook_deliveries", "Webhook delivery attempts by outcome: delivered, "
+            "failed (retried later), expired (given up)", ["outcome"], registry=r)
+        self.webhook_backlog = Gauge(
+            "outlast_webhook_backlog", "Webhook deliveries owed (pending) in the store",
+            registry=r)
+        self.tokens = Counter(
+            "outlast_tokens", "Model tokens the runs executing here reported, by agent and "
+            "kind (input, output, reasoning, cached_input)", ["agent", "kind"], registry=r)

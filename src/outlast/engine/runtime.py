@@ -81,7 +81,7 @@ class Engine(EdgeReads):
         store.report_outage = self.storage
         self.writer = Writer(store, self.hub, self._committed,
                              self.metrics.commit_seconds.observe, self.storage)
-        self.webhooks = Deliveries(store, settings, self.instance)
+        self.webhooks = Deliveries(store, settings, self.instance, self.metrics)
         self.executions: dict[int, RunExecution] = {}
         self.draining = False
         self._wake = asyncio.Event()

@@ -11,6 +11,7 @@ save once it is committed.
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from outlast.config import Settings
 from outlast.engine.writer import RunChannel, Writer
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
-from outlast.store.base import Snapshot, SnapshotWrite
+from outlast.store.base import Snapshot, SnapshotWrite, Store
 
 
 class Snapshots:
@@ -104,3 +105,17 @@ class Snapshots:
             state_json=dumps(fold.state) if changes.state_changed else None,
             session_state_json=session_json,
         )
+
+
+async def fold_log(store: Store, rid: int, fold: ThreadFold, after: int) -> None:
+    """Fold a run's logged events after ``after`` onto ``fold`` (a resumed attempt:
+    what the dead one committed past the snapshot); the constructs they opened are
+    indexed already."""
+    while True:
+        page = await store.read_events(rid, after, 1000)
+        if not page:
+            break
+        for ev in page:
+            fold.apply(json.loads(ev.body))
+        after = page[-1].seq
+    fold.construct_changes = []

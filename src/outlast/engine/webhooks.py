@@ -26,6 +26,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from outlast.config import Settings, webhook_key, webhook_url_problem, within_prefix
+from outlast.engine.metrics import Metrics
 from outlast.errors import InvalidRequest, StoreUnavailable
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import tool_calls
@@ -97,6 +98,7 @@ def payload(run: RunRecord, fin: FinishWrite, messages: list[dict[str, Any]],
         "runId": run.id, "threadId": run.thread_id, "agent": run.agent,
         "status": fin.status, "outcome": fin.outcome, "error": fin.error,
         "interrupts": [_interrupt(i, calls) for i in interrupts],
+        "usage": fin.usage or [],  # the run's tokens over its attempts (AG-UI 1.0)
     }
     if fin.status == "interrupted":
         data["answer"] = {"method": "POST",
@@ -137,10 +139,12 @@ class Deliveries:
     """This process's delivery loop: wakes when an end with webhooks commits here, and
     polls for the rest (rows left by a process that died, retries coming due)."""
 
-    def __init__(self, store: Store, settings: Settings, instance: str) -> None:
+    def __init__(self, store: Store, settings: Settings, instance: str,
+                 metrics: Metrics) -> None:
         self.store = store
         self.settings = settings
         self.instance = instance
+        self.metrics = metrics
         secret = settings.webhook_secret
         self._key = None if secret is None else webhook_key(secret.get_secret_value())
         self._wake = asyncio.Event()
@@ -214,6 +218,7 @@ class Deliveries:
             if hook.status == "expired":
                 log.warning("webhook %s (%s) expired after %d attempts", hook.id,
                             where(hook.url), hook.attempts)
+                self.metrics.webhook_deliveries.labels("expired").inc()
                 continue
             task = asyncio.create_task(self._attempt(hook), name=f"webhook:{hook.id}")
             self._attempts.add(task)
@@ -223,6 +228,7 @@ class Deliveries:
         if free <= len(claimed):
             return POLL  # full: an attempt's end wakes the loop
         due = await self.store.webhook_next_due()
+        self.metrics.webhook_backlog.set(await self.store.webhook_backlog())
         if due is None:
             return POLL
         return min(POLL, max(0.05, due - time.time()))
@@ -259,6 +265,8 @@ class Deliveries:
             log.exception("webhook %s: could not record attempt %d (its lease expires and "
                           "it is tried again)", hook.id, hook.attempts)
             return
+        self.metrics.webhook_deliveries.labels(
+            "delivered" if result.ok else "failed" if status == "pending" else "expired").inc()
         if not held:
             log.warning("webhook %s: attempt %d outlived its lease", hook.id, hook.attempts)
         elif result.ok:

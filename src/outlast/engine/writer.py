@@ -19,7 +19,14 @@ from typing import Any
 from outlast.engine.hub import Hub
 from outlast.engine.storage import StorageWatch
 from outlast.errors import StoreUnavailable
-from outlast.store.base import FinishWrite, RunWrite, SnapshotWrite, Store, StoredEvent
+from outlast.store.base import (
+    FinishWrite,
+    RunWrite,
+    SnapshotWrite,
+    Store,
+    StoredEvent,
+    UsageRecord,
+)
 
 log = logging.getLogger("outlast.writer")
 
@@ -106,6 +113,7 @@ class RunChannel:
     states: list[tuple[int, Any]] = field(default_factory=list)  # (seq, state before it)
     snapshots: list[SnapshotWrite] = field(default_factory=list)  # merged at commit
     finish: FinishWrite | None = None
+    usage: list[tuple[float, UsageRecord]] = field(default_factory=list)  # model calls'
     fenced: bool = False
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     room_waiters: list[asyncio.Future[None]] = field(default_factory=list)
@@ -116,7 +124,8 @@ class RunChannel:
 
     @property
     def pending(self) -> bool:
-        return bool(self.events) or bool(self.snapshots) or self.finish is not None
+        return bool(self.events) or bool(self.snapshots) or self.finish is not None \
+            or bool(self.usage)
 
 
 def _call(callback: Callable[[], None]) -> None:
@@ -182,6 +191,13 @@ class Writer:
         if ch.fenced:
             return
         ch.snapshots.append(snap)
+        self._mark(ch)
+
+    def usage(self, ch: RunChannel, usage: UsageRecord) -> None:
+        """Queue a model call's tokens for the ledger, committed with the next write."""
+        if ch.fenced:
+            return
+        ch.usage.append((time.time(), usage))
         self._mark(ch)
 
     def finish(self, ch: RunChannel, fin: FinishWrite) -> None:
@@ -380,6 +396,7 @@ class Writer:
         changes and end that belong to them (a snapshot goes with the events it is as
         of; the end only with the last of them)."""
         events, ch.events = ch.events[:share], ch.events[share:]
+        usage, ch.usage = ch.usage, []  # with the first write: it belongs to no seq
         if ch.events:
             upto = events[-1][0]
             snapshots = [x for x in ch.snapshots if x.as_of_seq <= upto]
@@ -398,4 +415,5 @@ class Writer:
             instance=ch.instance, prev_seq=ch.committed_seq, events=events,
             constructs=constructs, states=states,
             snapshot=merge_snapshots(snapshots) if snapshots else None, finish=finish,
+            usage=usage,
         )

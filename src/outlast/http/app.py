@@ -22,6 +22,7 @@ from outlast.http import (
     routes_fork,
     routes_runs,
     routes_threads,
+    routes_usage,
 )
 from outlast.http.auth import Principals
 from outlast.http.body import HeaderLimit
@@ -69,6 +70,7 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
     app.include_router(routes_runs.router)
     app.include_router(routes_admin.router)
     app.include_router(routes_fork.router)
+    app.include_router(routes_usage.router)
 
     @app.get("/healthz", summary="Liveness", tags=["ops"])
     async def healthz() -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
+from outlast.engine.usage import row_json
 from outlast.http.deps import EngineDep, Owner, RunId, check_after, check_id, parse_seq
 from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, is_legacy
@@ -26,7 +27,9 @@ async def _run(engine: EngineDep, owner: str, run_id: str) -> RunRecord:
 @router.get("/runs/{run_id}", summary="A run's record")
 async def get_run(run_id: RunId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
     run = await _run(engine, owner, run_id)
-    return run_view(run, await engine.run_interrupts(run), await engine.run_webhooks(run))
+    view = run_view(run, await engine.run_interrupts(run), await engine.run_webhooks(run))
+    view["usage"] = [row_json(u) for u in await engine.run_usage(run)]
+    return view
 
 
 @router.get("/runs/{run_id}/events", summary="Replay and follow a run's events (SSE)",

@@ -115,6 +115,8 @@ class RunStream:
                 return  # compacted since the request was read: a retry gets the 410
             final = engine.is_final(run)
             last = max(run.last_seq, feed.last_seq)
+            engine.metrics.streams.labels(
+                "reattach" if after > 0 else "replay" if final else "live").inc()
             if synthesize_start if synthesize_start is not None else after > 0:
                 # Past a final run's end nothing is open: only its state is sent.
                 past_end = final and after >= last

@@ -35,6 +35,7 @@ from outlast.store.records import (
     ThreadPage,
     ThreadRecord,
     ThreadView,
+    UsageRecord,
     WebhookRecord,
     WebhookWrite,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "ThreadPage",
     "ThreadRecord",
     "ThreadView",
+    "UsageRecord",
     "WebhookRecord",
     "WebhookWrite",
 ]
@@ -312,8 +314,23 @@ class Store(ABC):
         """When the earliest pending delivery is due; None when none is owed."""
 
     @abstractmethod
+    async def webhook_backlog(self) -> int:
+        """How many deliveries are owed (pending)."""
+
+    @abstractmethod
     async def webhooks_for_run(self, rid: int) -> list[WebhookRecord]:
         """A run's deliveries, in the order they were recorded."""
+
+    # -- usage -----------------------------------------------------------
+    @abstractmethod
+    async def usage_for_run(self, rid: int) -> list[UsageRecord]:
+        """A run's tokens over all its attempts, per provider and model."""
+
+    @abstractmethod
+    async def usage_summary(self, owner: str, since: float, until: float, *,
+                            threads: int = 100) -> tuple[list[UsageRecord], list[UsageRecord]]:
+        """An owner's tokens in ``[since, until)``: per provider and model, and per thread
+        (``key``; the ``threads`` largest)."""
 
     # -- fork ------------------------------------------------------------
     @abstractmethod

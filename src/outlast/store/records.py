@@ -291,6 +291,7 @@ class FinishWrite:
     error: dict[str, Any] | None = None
     interrupts: list[tuple[str, str, float | None]] = field(default_factory=list)  # id, json, exp
     webhooks: list[WebhookWrite] = field(default_factory=list)
+    usage: list[dict[str, Any]] | None = None  # the run's tokens (AG-UI 1.0), for webhooks
 
 
 @dataclass
@@ -312,6 +313,9 @@ class RunWrite:
     states: list[tuple[int, Any]] = field(default_factory=list)
     snapshot: SnapshotWrite | None = None
     finish: FinishWrite | None = None
+    # Model calls' tokens since the last commit, as (unix time, usage), kept in the
+    # ledger with these events.
+    usage: list[tuple[float, UsageRecord]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -331,6 +335,33 @@ class EffectRecord:
     attempt: int
     status: str
     result: Any
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """Tokens of one model call (in a write), or summed (in a read), for one provider
+    and model; ``key`` names the group of a summary (a thread id), ``calls`` counts the
+    model calls summed."""
+
+    provider: str | None
+    model: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    calls: int = 1
+    key: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], key: str | None = None) -> UsageRecord:
+        return cls(provider=row.get("provider"), model=row.get("model"),
+                   input_tokens=int(row["input_tokens"] or 0),
+                   output_tokens=int(row["output_tokens"] or 0),
+                   total_tokens=int(row["total_tokens"] or 0),
+                   reasoning_tokens=int(row["reasoning_tokens"] or 0),
+                   cached_tokens=int(row["cached_tokens"] or 0),
+                   calls=int(row["calls"] or 0), key=key)
 
 
 @dataclass(frozen=True)

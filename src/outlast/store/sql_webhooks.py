@@ -46,6 +46,11 @@ class WebhooksSql:
             row = await c.one("webhook_next_due")
         return None if row is None or row["next_at"] is None else float(row["next_at"])
 
+    async def webhook_backlog(self) -> int:
+        async with self._read() as c:
+            row = await c.one("webhook_backlog")
+        return 0 if row is None else int(row["backlog"])
+
     async def webhooks_for_run(self, rid: int) -> list[WebhookRecord]:
         async with self._read() as c:
             rows = await c.all("webhooks_for_run", rid=rid)

@@ -53,6 +53,7 @@ from outlast.store.cursors import decode_thread_cursor, encode_thread_cursor
 from outlast.store.notifications import Notification
 from outlast.store.sql import Query, load_queries, migrations
 from outlast.store.sql_retention import RetentionSql
+from outlast.store.sql_usage import UsageSql
 from outlast.store.sql_webhooks import WebhooksSql
 from outlast.store.sqlconn import Conn, Row, UniqueViolation
 from outlast.store.sqlwrite import insert_webhooks, start_runs, write_batch
@@ -62,7 +63,7 @@ Body = Callable[[Conn], Coroutine[Any, Any, T]]
 """A transaction's body: awaits only its connection's methods (and helpers that do)."""
 
 
-class SqlStore(RetentionSql, WebhooksSql, Store):
+class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
     """The Store interface implemented over a backend's named-query connections."""
 
     def __init__(self, dialect: str) -> None:

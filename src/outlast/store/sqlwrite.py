@@ -79,6 +79,11 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
     states = [row for w in live for row in state_rows(w)]
     if states:
         await c.run("run_states_insert_batch", rows=dumps(states))
+    usage = [[w.rid, w.attempt, at, u.provider, u.model, u.input_tokens, u.output_tokens,
+              u.total_tokens, u.reasoning_tokens, u.cached_tokens]
+             for w in live for at, u in w.usage]
+    if usage:
+        await c.run("usage_insert_batch", rows=dumps(usage))
     snapshots = [w for w in live if w.snapshot is not None]
     if len({w.tid for w in snapshots}) == len(snapshots):
         await _write_snapshots(c, snapshots, now)

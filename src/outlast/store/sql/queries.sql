@@ -356,6 +356,10 @@ UPDATE webhooks SET lease_owner = NULL, next_at = :now
 WHERE status = 'pending' AND lease_owner IS NOT NULL
   AND ((:others = 0 AND lease_owner = :instance) OR (:others = 1 AND lease_owner <> :instance));
 
+-- name: webhook_backlog
+-- How many deliveries are owed (the partial index of pending rows).
+SELECT COUNT(*) AS backlog FROM webhooks WHERE status = 'pending';
+
 -- name: webhook_next_due
 -- When the earliest pending delivery is due (NULL when none is owed).
 SELECT MIN(next_at) AS next_at FROM webhooks WHERE status = 'pending';
@@ -363,3 +367,31 @@ SELECT MIN(next_at) AS next_at FROM webhooks WHERE status = 'pending';
 -- name: webhooks_for_run
 -- A run's deliveries, in the order they were recorded.
 SELECT * FROM webhooks WHERE rid = :rid ORDER BY wid;
+
+-- usage --
+
+-- name: usage_for_run
+-- A run's tokens over all its attempts, per provider and model, in the order first used.
+SELECT provider, model, SUM(input_tokens) AS input_tokens,
+       SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens,
+       SUM(reasoning_tokens) AS reasoning_tokens, SUM(cached_tokens) AS cached_tokens,
+       COUNT(*) AS calls
+FROM token_usage WHERE rid = :rid GROUP BY provider, model ORDER BY MIN(uid);
+
+-- name: usage_by_model
+-- An owner's tokens in [since, until), per provider and model.
+SELECT provider, model, SUM(input_tokens) AS input_tokens,
+       SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens,
+       SUM(reasoning_tokens) AS reasoning_tokens, SUM(cached_tokens) AS cached_tokens,
+       COUNT(*) AS calls
+FROM token_usage WHERE owner = :owner AND at >= :since AND at < :until
+GROUP BY provider, model ORDER BY SUM(total_tokens) DESC;
+
+-- name: usage_by_thread
+-- An owner's tokens in [since, until), per thread, the largest first.
+SELECT thread_id, SUM(input_tokens) AS input_tokens,
+       SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens,
+       SUM(reasoning_tokens) AS reasoning_tokens, SUM(cached_tokens) AS cached_tokens,
+       COUNT(*) AS calls
+FROM token_usage WHERE owner = :owner AND at >= :since AND at < :until
+GROUP BY thread_id ORDER BY SUM(total_tokens) DESC, thread_id LIMIT :limit;

@@ -273,3 +273,14 @@ JOIN messages AS m ON m.tid = (x->>0)::bigint AND m.id = x->>1;
 SELECT m.id, m.body FROM messages AS m JOIN threads AS t ON t.tid = m.tid
 WHERE t.owner = :owner AND t.id = :thread_id
   AND m.id IN (SELECT jsonb_array_elements_text(:ids::jsonb));
+
+-- name: usage_insert_batch
+-- The tokens of a commit's model calls: :rows is a JSON array of [rid, attempt, at,
+-- provider, model, input, output, total, reasoning, cached].
+INSERT INTO token_usage (rid, owner, thread_id, run_id, attempt, at, provider, model,
+                         input_tokens, output_tokens, total_tokens, reasoning_tokens,
+                         cached_tokens)
+SELECT r.rid, r.owner, r.thread_id, r.id, (x->>1)::int, (x->>2)::double precision,
+       x->>3, x->>4, (x->>5)::bigint, (x->>6)::bigint, (x->>7)::bigint, (x->>8)::bigint,
+       (x->>9)::bigint
+FROM jsonb_array_elements(:rows::jsonb) AS x JOIN runs AS r ON r.rid = (x->>0)::bigint;

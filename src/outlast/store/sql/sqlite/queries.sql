@@ -257,3 +257,13 @@ FROM json_each(:rows) AS r JOIN messages AS m ON m.tid = r.value->>0 AND m.id = 
 SELECT m.id, m.body FROM messages AS m JOIN threads AS t ON t.tid = m.tid
 WHERE t.owner = :owner AND t.id = :thread_id
   AND m.id IN (SELECT value FROM json_each(:ids));
+
+-- name: usage_insert_batch
+-- The tokens of a commit's model calls: :rows is a JSON array of [rid, attempt, at,
+-- provider, model, input, output, total, reasoning, cached].
+INSERT INTO token_usage (rid, owner, thread_id, run_id, attempt, at, provider, model,
+                         input_tokens, output_tokens, total_tokens, reasoning_tokens,
+                         cached_tokens)
+SELECT r.rid, r.owner, r.thread_id, r.id, value->>1, value->>2, value->>3, value->>4,
+       value->>5, value->>6, value->>7, value->>8, value->>9
+FROM json_each(:rows) JOIN runs AS r ON r.rid = value->>0;

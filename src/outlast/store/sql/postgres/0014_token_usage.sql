@@ -1,0 +1,24 @@
+-- outlast schema, version 14: the usage ledger. Keep in step with
+-- sqlite/0014_token_usage.sql (tests/integration/test_store_schema.py compares them).
+-- One row per model call's tokens (per provider and model), written in the transaction
+-- of the events that follow the call, so a crash keeps what was spent. The row names
+-- the run's owner, thread and run by value: usage outlives a deleted thread and
+-- retention (what was spent stays spent); rid is kept only to read a run's rows.
+CREATE TABLE token_usage (
+    uid               BIGSERIAL PRIMARY KEY,
+    rid               BIGINT,
+    owner             TEXT    NOT NULL,
+    thread_id         TEXT    NOT NULL,
+    run_id            TEXT    NOT NULL,
+    attempt           INTEGER NOT NULL,
+    at                DOUBLE PRECISION NOT NULL,
+    provider          TEXT,
+    model             TEXT,
+    input_tokens      BIGINT  NOT NULL,
+    output_tokens     BIGINT  NOT NULL,
+    total_tokens      BIGINT  NOT NULL,
+    reasoning_tokens  BIGINT  NOT NULL,
+    cached_tokens     BIGINT  NOT NULL
+);
+CREATE INDEX token_usage_run ON token_usage (rid);
+CREATE INDEX token_usage_owner ON token_usage (owner, at);
