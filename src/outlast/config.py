@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import importlib
+import json
 import os
 import types
 import typing
@@ -165,6 +166,19 @@ class Settings(BaseSettings):
                                        "webhook", unit="seconds", metavar="S", gt=0)
     webhook_timeout: float = setting(10.0, "time a webhook receiver gets to connect and to "
                                      "answer each read", unit="seconds", metavar="S", gt=0)
+    limit_active_runs: int = setting(
+        0, "most runs one principal may have queued or running at once (0: no limit); "
+        "--limits-file sets it per principal", metavar="N", ge=0)
+    limit_runs_per_minute: int = setting(
+        0, "most runs one principal may start in a minute (0: no limit)", metavar="N", ge=0)
+    limit_tokens_per_day: int = setting(
+        0, "most model tokens one principal's runs may spend in 24 hours: new runs are "
+        "refused past it and a running one stops after the call that passes it (0: no "
+        "limit)", metavar="N", ge=0)
+    limits_file: Path | None = setting(
+        None, 'limits per principal, a JSON object: {"alice": {"activeRuns": 2, '
+        '"runsPerMinute": 10, "tokensPerDay": 100000}} (0: none); read again when it '
+        "changes", metavar="FILE")
     log_level: Literal["debug", "info", "warning", "error"] = setting(
         "info", "level of the outlast loggers")
     log_format: Literal["text", "json"] = setting(
@@ -175,6 +189,16 @@ class Settings(BaseSettings):
     def workspace(self) -> Path:
         """Where the demo agent writes ``effects.log``."""
         return self.demo_workspace or self.data_dir / "workspace"
+
+    @field_validator("limits_file")
+    @classmethod
+    def _read_limits(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            try:
+                parse_limits(value.read_text("utf-8"))
+            except OSError as exc:
+                raise ValueError(f"cannot read it ({exc.strerror})") from None
+        return value
 
     @field_validator("snapshot_hook", mode="before")
     @classmethod
@@ -262,6 +286,32 @@ class _Environment(PydanticBaseSettingsSource):
             values[opt.name] = [p.strip() for p in raw.split(",") if p.strip()] \
                 if opt.repeatable else raw
         return values
+
+
+LIMIT_KEYS = {"activeRuns": "active_runs", "runsPerMinute": "runs_per_minute",
+              "tokensPerDay": "tokens_per_day"}
+
+
+def parse_limits(text: str) -> dict[str, dict[str, int]]:
+    """A limits file's overrides by principal; ValueError saying what is wrong."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError('expected an object of principals: {"alice": {"activeRuns": 2}}')
+    out: dict[str, dict[str, int]] = {}
+    for principal, limits in data.items():
+        if not isinstance(limits, dict):
+            raise ValueError(f"{principal}: expected an object of limits")
+        for key, value in limits.items():
+            if key not in LIMIT_KEYS:
+                raise ValueError(f"{principal}.{key}: not one of {', '.join(LIMIT_KEYS)}")
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{principal}.{key}: expected a count, 0 for no limit")
+        out[principal] = {LIMIT_KEYS[k]: v for k, v in limits.items()}
+    return out
+
 
 
 def webhook_key(secret: str) -> bytes:

@@ -137,6 +137,17 @@ class LeaseLost(OutlastError):
     code = "lease_lost"
 
 
+class LimitExceeded(OutlastError):
+    """A principal is at one of its limits (runs at once, runs per minute, tokens per
+    day): nothing was stored; retry after ``retry_after`` seconds."""
+
+    code = "limit_exceeded"
+
+    def __init__(self, message: str, retry_after: int, **fields: Any) -> None:
+        super().__init__(message, retryAfter=retry_after, **fields)
+        self.retry_after = retry_after
+
+
 class InvalidAnswer(OutlastError):
     """An answer to an interrupt does not have the shape the interrupt asks for."""
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from outlast.agent import in_doubt
 from outlast.engine.history import ResentHistory
+from outlast.engine.limits import PrincipalLimits
 from outlast.errors import InvalidAnswer, InvalidRequest
 from outlast.protocol.content import text_of
 from outlast.protocol.jsonutil import dumps
@@ -84,7 +85,8 @@ def check_answer(interrupt: dict[str, Any], answer: ResumeAnswer) -> None:
 
 
 def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOptions,
-                  history: ResentHistory, *, claim: tuple[str, float, int]) -> AdmitRequest:
+                  history: ResentHistory, limits: PrincipalLimits, *,
+                  claim: tuple[str, float, int]) -> AdmitRequest:
     """What the store admits for a RunAgentInput ``body``; ``claim``: the instance, lease
     TTL and room with which to start the run in the admission's own transaction."""
     messages = body.get("messages") or []
@@ -102,4 +104,5 @@ def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOpti
         has_new_input=bool(messages), title=title_of(messages), now=time.time(),
         resent=history.ids, check_history=history.check, check_answer=check_answer,
         claim_instance=instance, claim_ttl=ttl, claim_limit=room, claim_start=True,
+        limits=limits,
     )

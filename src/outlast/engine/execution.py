@@ -20,9 +20,9 @@ from outlast.engine import usage
 from outlast.engine.context import EngineRunContext, resolutions_of
 from outlast.engine.history import new_messages, sharing_history
 from outlast.engine.hub import Hub
+from outlast.engine.limits import STOPS, Budget, of
 from outlast.engine.metrics import Metrics
 from outlast.engine.snapshots import Snapshots, fold_log
-from outlast.engine.storage import OUTAGES
 from outlast.engine.webhooks import owed
 from outlast.engine.writer import NO_STATE, Writer
 from outlast.errors import LeaseLost, PayloadTooLarge
@@ -86,6 +86,8 @@ class RunExecution:
         self.snapshots = Snapshots(services.writer, self.channel, services.settings,
                                    services.on_snapshot, thread_id=run.thread_id,
                                    run_id=run.id)
+        self.budget = Budget(services.store, run, of(services.settings, run.owner)
+                             .tokens_per_day, self._tokens, self.stop)
         self._agent_task: asyncio.Task[Any] | None = None
         self._settled = False  # the run ended or was handed back: nothing left to do
         self.done = asyncio.Event()
@@ -97,6 +99,9 @@ class RunExecution:
             self.cancel_reason = reason
         if self._agent_task is not None and not self._agent_task.done():
             self._agent_task.cancel()
+
+    def _tokens(self) -> int:  # this run's, over its attempts
+        return sum(usage.record_of(u).total_tokens for u in self.usage)
 
     def _on_fenced(self) -> None:
         self.stop("lease_lost")
@@ -118,6 +123,7 @@ class RunExecution:
         self.usage.append(used)
         self.services.writer.usage(self.channel, usage.record_of(used))  # the ledger
         usage.count(self.services.metrics, self.run.agent, used)
+        self.budget.spent()  # past the principal's day's budget, the run stops here
 
     @property
     def cancelled(self) -> bool:
@@ -298,8 +304,8 @@ class RunExecution:
         if task.cancelled():
             if reason == "drain":
                 await self._release()
-            elif reason in OUTAGES:
-                await self._finish_failed(reason, OUTAGES[reason])
+            elif reason in STOPS:  # a store outage, a spent budget
+                await self._finish_failed(reason, STOPS[reason])
             else:
                 await self._finish_cancelled()
             return

@@ -19,7 +19,7 @@ from typing import Any
 from outlast import logs
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
-from outlast.engine import retention, storage
+from outlast.engine import limits, retention, storage
 from outlast.engine.admission import RunOptions, admit_request, check_tool_results
 from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
@@ -210,7 +210,7 @@ class Engine(EdgeReads):
         # RUN_STARTED commits with the admission, so the request's stream has its first
         # event without waiting for another transaction. The room is reserved while the
         # transaction runs, or concurrent admissions would each take the last slot.
-        req = admit_request(owner, agent, body, options, history,
+        req = admit_request(owner, agent, body, options, history, limits.of(self.settings, owner),
                             claim=(self.instance, self.settings.lease_ttl,
                                    await self._admission_room()))
         with self._reserving(req.claim_limit):

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from outlast.errors import OutlastError, StoreUnavailable
+from outlast.errors import LimitExceeded, OutlastError, StoreUnavailable
 
 log = logging.getLogger("outlast.http")
 
@@ -33,6 +33,7 @@ STATUS: dict[str, int] = {
     "invalid_request": 422,
     "resume_incomplete": 422,
     "invalid_answer": 422,
+    "limit_exceeded": 429,
     "invalid_last_event_id": 400,
     "run_compacted": 410,
     "payload_too_large": 413,
@@ -96,9 +97,9 @@ def install(app: FastAPI) -> None:
         if exc.code not in STATUS:
             log.error("unmapped error %s: %s", exc.code, exc.message)
             return error_response("internal", "internal error")
-        if isinstance(exc, StoreUnavailable):
+        if isinstance(exc, StoreUnavailable | LimitExceeded):
             # Nothing was stored; the load balancer and the client may try again.
-            return error_response(exc.code, exc.message,
+            return error_response(exc.code, exc.message, **exc.fields,
                                   response_headers={"Retry-After": str(exc.retry_after)})
         return error_response(exc.code, exc.message, **exc.fields)
 

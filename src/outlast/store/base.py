@@ -327,6 +327,11 @@ class Store(ABC):
         """A run's tokens over all its attempts, per provider and model."""
 
     @abstractmethod
+    async def usage_total(self, owner: str, since: float, *, but: int = 0) -> int:
+        """An owner's tokens since ``since`` (every process's committed calls), those of
+        run ``but`` left out."""
+
+    @abstractmethod
     async def usage_summary(self, owner: str, since: float, until: float, *,
                             threads: int = 100) -> tuple[list[UsageRecord], list[UsageRecord]]:
         """An owner's tokens in ``[since, until)``: per provider and model, and per thread

@@ -233,6 +233,8 @@ class AdmitRequest:
     # Each answer goes, with the pending interrupt it answers (its wire body), to
     # ``check_answer``, which raises to refuse the request.
     check_answer: Callable[[dict[str, Any], ResumeAnswer], None] | None = None
+    # The owner's limits (engine.limits.PrincipalLimits), checked for a new run.
+    limits: Any = None
 
 
 @dataclass(frozen=True)

@@ -31,3 +31,8 @@ class UsageSql:
                                     until=until, limit=threads)
         return ([UsageRecord.from_row(r) for r in models],
                 [UsageRecord.from_row(r, key=r["thread_id"]) for r in by_thread])
+
+    async def usage_total(self, owner: str, since: float, *, but: int = 0) -> int:
+        async with self._read() as c:
+            row = await c.one("usage_total_since", owner=owner, since=since, rid=but)
+        return 0 if row is None else int(row["total"] or 0)

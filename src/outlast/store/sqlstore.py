@@ -52,6 +52,7 @@ from outlast.store.base import (
 from outlast.store.cursors import decode_thread_cursor, encode_thread_cursor
 from outlast.store.notifications import Notification
 from outlast.store.sql import Query, load_queries, migrations
+from outlast.store.sql_limits import check_limits
 from outlast.store.sql_retention import RetentionSql
 from outlast.store.sql_usage import UsageSql
 from outlast.store.sql_webhooks import WebhooksSql
@@ -156,6 +157,8 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
                 "this runId is already used by another request; choose a new runId",
                 runId=req.run_id,
             )
+        if req.limits is not None and req.limits.any:
+            await check_limits(c, req.owner, req.limits, req.now)
         held: frozenset[str] | None = None  # the resent messages the thread holds
         if req.check_history is not None and req.resent:
             # In the transaction, not in a read before it: one trip to the database less

@@ -395,3 +395,21 @@ SELECT thread_id, SUM(input_tokens) AS input_tokens,
        COUNT(*) AS calls
 FROM token_usage WHERE owner = :owner AND at >= :since AND at < :until
 GROUP BY thread_id ORDER BY SUM(total_tokens) DESC, thread_id LIMIT :limit;
+
+-- name: usage_total_since
+-- An owner's tokens since a time, and when the oldest of them was spent; those of run
+-- :rid left out (a running run counts its own).
+SELECT COALESCE(SUM(total_tokens), 0) AS total, MIN(at) AS oldest
+FROM token_usage WHERE owner = :owner AND at >= :since AND (rid IS NULL OR rid <> :rid);
+
+-- limits --
+
+-- name: owner_active_runs
+-- How many runs an owner has queued or running (the runs_active partial index).
+SELECT COUNT(*) AS n FROM runs
+WHERE owner = :owner AND status IN ('queued', 'running');
+
+-- name: owner_runs_since
+-- How many runs an owner created since a time, and when the oldest of them was.
+SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM runs
+WHERE owner = :owner AND created_at >= :since;

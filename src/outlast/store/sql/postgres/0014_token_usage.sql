@@ -1,4 +1,4 @@
--- outlast schema, version 14: the usage ledger. Keep in step with
+-- outlast schema, version 14: the usage ledger, and what limits per principal read. Keep in step with
 -- sqlite/0014_token_usage.sql (tests/integration/test_store_schema.py compares them).
 -- One row per model call's tokens (per provider and model), written in the transaction
 -- of the events that follow the call, so a crash keeps what was spent. The row names
@@ -22,3 +22,7 @@ CREATE TABLE token_usage (
 );
 CREATE INDEX token_usage_run ON token_usage (rid);
 CREATE INDEX token_usage_owner ON token_usage (owner, at);
+
+-- A principal's runs by creation time: how many it started in the last minute
+-- (engine/limits.py, checked at admission).
+CREATE INDEX runs_owner_created ON runs (owner, created_at);

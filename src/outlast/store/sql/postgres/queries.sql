@@ -284,3 +284,8 @@ SELECT r.rid, r.owner, r.thread_id, r.id, (x->>1)::int, (x->>2)::double precisio
        x->>3, x->>4, (x->>5)::bigint, (x->>6)::bigint, (x->>7)::bigint, (x->>8)::bigint,
        (x->>9)::bigint
 FROM jsonb_array_elements(:rows::jsonb) AS x JOIN runs AS r ON r.rid = (x->>0)::bigint;
+
+-- name: owner_lock
+-- Serialize an owner's admissions across processes while limits are checked (held to
+-- the end of the transaction).
+SELECT pg_advisory_xact_lock(hashtext(:owner)) IS NULL AS locked;

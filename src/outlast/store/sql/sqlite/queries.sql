@@ -267,3 +267,7 @@ INSERT INTO token_usage (rid, owner, thread_id, run_id, attempt, at, provider, m
 SELECT r.rid, r.owner, r.thread_id, r.id, value->>1, value->>2, value->>3, value->>4,
        value->>5, value->>6, value->>7, value->>8, value->>9
 FROM json_each(:rows) JOIN runs AS r ON r.rid = value->>0;
+
+-- name: owner_lock
+-- Serialize an owner's admissions while limits are checked: SQLite's one writer does.
+SELECT 1 AS locked;
