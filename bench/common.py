@@ -32,6 +32,7 @@ class Server:
     """A server subprocess on 127.0.0.1 (``bench.server`` or a real ``outlast serve``)."""
 
     argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # added to this process's
     proc: subprocess.Popen[str] | None = None
     url: str = ""
     log: list[str] = field(default_factory=list)
@@ -47,7 +48,7 @@ class Server:
                     "--data-dir", str(data_dir), *args])
 
     def start(self, timeout: float = 30.0) -> Server:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=env, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

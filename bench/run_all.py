@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ["stream_throughput", "validation", "replay", "reattach", "snapshot", "commit",
+BENCHES = ["stream_throughput", "validation", "tracing", "replay", "reattach", "snapshot", "commit",
            "history", "resend", "memory", "latency", "model_pace", "peers", "hosts",
            "chat_agent", "soak"]
 # Where a bench writes its charts, given a directory.

@@ -44,6 +44,7 @@ from outlast.http.streams import FIRST_PAGE, PAGE
 from outlast.protocol.events import now_ms
 from outlast.protocol.jsonutil import dumps
 from outlast.store import open_store
+from outlast.tracing import TRACING
 
 
 class BaselineContext:
@@ -163,6 +164,7 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
 
 async def serve(data_dir: Path, synchronous: str) -> None:
     settings = Settings(data_dir=data_dir, port=0, sqlite_synchronous=synchronous)
+    TRACING.configure()  # as ``outlast serve``: on when the OTEL_* variables ask
     store = open_store(None, data_dir, sqlite_synchronous=synchronous)
     agent, paced = BenchAgent(), PacedAgent()
     engine = Engine(settings, store, {"bench": agent, "paced": paced,

@@ -132,12 +132,15 @@ class RunContext(Protocol):
     async def boundary(self) -> None:
         """Mark a safe boundary now: the snapshot is saved here regardless of throttling."""
 
-    def record_usage(self, usage: TokenUsage | dict[str, Any]) -> None:
-        """Count one model call's tokens: an ``ag_ui.core.TokenUsage`` or its wire dict
-        (``inputTokens``, ``outputTokens``, ``totalTokens``, ``reasoningTokens``,
-        ``cachedInputTokens``, ``provider``, ``model``). The engine sums them per
-        provider and model into the run's final event (``RUN_FINISHED.usage`` or
-        ``RUN_ERROR.usage``, AG-UI 1.0). A malformed value raises ``ValueError``."""
+    def record_usage(self, usage: TokenUsage | dict[str, Any], *,
+                     finish_reason: str | None = None) -> None:
+        """Count one model call's tokens, just made: an ``ag_ui.core.TokenUsage`` or its
+        wire dict (``inputTokens``, ``outputTokens``, ``totalTokens``,
+        ``reasoningTokens``, ``cachedInputTokens``, ``provider``, ``model``). The engine
+        sums them per provider and model into the run's final event
+        (``RUN_FINISHED.usage`` or ``RUN_ERROR.usage``, AG-UI 1.0), keeps them in the
+        usage ledger and, with tracing on, reports the call as a ``chat`` span (with
+        ``finish_reason``). A malformed value raises ``ValueError``."""
 
     async def interrupt(self, *interrupts: Interrupt | dict[str, Any]) -> NoReturn:
         """End the run waiting for human input; answers arrive in the next run's ``resume``."""

@@ -87,7 +87,7 @@ class _Durable(AbstractCapability[Any]):
                                  ("provider", getattr(response, "provider_name", None))):
                 if isinstance(value, str) and value:
                     counts[label] = value
-            self.ctx.record_usage(counts)
+            self.ctx.record_usage(counts, finish_reason=getattr(response, "finish_reason", None))
         return response
 
 

@@ -35,6 +35,7 @@ from outlast.errors import OutlastError
 from outlast.http.app import create_app
 from outlast.http.auth import Principals, tokens_in
 from outlast.http.server import guarded_protocol
+from outlast.tracing import TRACING
 
 log = logging.getLogger("outlast")
 
@@ -179,6 +180,11 @@ def _prepare_and_serve(settings: Settings) -> None:
                 "Configure tokens, bind to 127.0.0.1, or pass --insecure.")
         log.warning("--insecure: serving %s without authentication; anyone who can reach "
                     "it can read and control every run", settings.host)
+    try:
+        TRACING.configure()  # the standard OTEL_* variables: off unless they ask for it
+    except OutlastError as exc:
+        raise StartupError(f"OpenTelemetry tracing is configured (OTEL_*), but {exc.message}"
+                           ) from None
     make_data_dir(settings)
     agents = load_agents(settings)
     raise_open_files_limit(settings.max_connections)
@@ -188,3 +194,4 @@ def _prepare_and_serve(settings: Settings) -> None:
         asyncio.run(_serve(settings, principals, agents, sock))
     finally:
         sock.close()
+        TRACING.shutdown()  # export the spans still pending

@@ -30,6 +30,7 @@ class RunOptions:
     on_disconnect: str = "continue"
     multitask: Strategy = "reject"
     webhook: str | None = None  # Outlast-Webhook: this run's own receiver (G12)
+    trace: dict[str, str] | None = None  # the trace the run joins (outlast.tracing)
 
 
 def fingerprint(agent: str, body: Mapping[str, Any]) -> str:
@@ -97,7 +98,8 @@ def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOpti
         input_json=dumps(body), input=body, protocol_version=protocol_version(body),
         options_json=dumps({"onDisconnect": options.on_disconnect,
                             "multitask": options.multitask,
-                            **({"webhook": options.webhook} if options.webhook else {})}),
+                            **({"webhook": options.webhook} if options.webhook else {}),
+                            **({"trace": options.trace} if options.trace else {})}),
         strategy=options.multitask,
         resume=[ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
                 for r in body.get("resume") or []],

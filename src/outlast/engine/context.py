@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from outlast.agent import NOT_DONE, Resolution, RunSuspended, in_doubt, interrupt_items
 from outlast.agent.in_doubt import ToolEffect
 from outlast.store.base import EffectRecord, InterruptRecord
+from outlast.tracing import TRACING
 
 MAX_TOKEN_COUNT = 2**53 - 1
 
@@ -39,7 +40,7 @@ class RunPort(Protocol):
     def cancelled(self) -> bool: ...
     async def emit(self, event: Any) -> None: ...
     async def mark_boundary(self) -> None: ...
-    def add_usage(self, usage: TokenUsage) -> None: ...
+    def add_usage(self, usage: TokenUsage, finish_reason: str | None = None) -> None: ...
     async def flush(self) -> None: ...
     async def effect_get(self, key: str) -> EffectRecord | None: ...
     async def effect_start(self, key: str) -> None: ...
@@ -91,7 +92,8 @@ class EngineRunContext:
         """Mark a safe boundary now: the snapshot is saved here regardless of throttling."""
         await self._port.mark_boundary()
 
-    def record_usage(self, usage: TokenUsage | dict[str, Any]) -> None:
+    def record_usage(self, usage: TokenUsage | dict[str, Any], *,
+                     finish_reason: str | None = None) -> None:
         """Count one model call's tokens toward the run's final event (AG-UI 1.0 usage)."""
         if not isinstance(usage, TokenUsage):
             try:
@@ -104,7 +106,7 @@ class EngineRunContext:
             # Every AG-UI binding must carry the count (JavaScript's safe integers).
             if isinstance(count, int) and not 0 <= count <= MAX_TOKEN_COUNT:
                 raise ValueError(f"record_usage: {name}: {count} is not a token count")
-        self._port.add_usage(usage)
+        self._port.add_usage(usage, finish_reason)
 
     async def interrupt(self, *interrupts: Interrupt | dict[str, Any]) -> NoReturn:
         """End the run waiting for human input."""
@@ -146,7 +148,8 @@ class EngineRunContext:
         # G2 + G9: everything emitted before the effect is durable before it runs.
         await port.flush()
         await port.effect_start(key)
-        result = await fn()
+        with TRACING.tool(self, key, tool, tool_call_id):
+            result = await fn()
         await port.effect_complete(key, json.dumps(result))
         return result
 

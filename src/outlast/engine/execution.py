@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from outlast.engine import usage
 from outlast.engine.context import EngineRunContext, resolutions_of
 from outlast.engine.history import new_messages, sharing_history
 from outlast.engine.hub import Hub
-from outlast.engine.limits import STOPS, Budget, of
+from outlast.engine.limits import STOPS
 from outlast.engine.metrics import Metrics
 from outlast.engine.snapshots import Snapshots, fold_log
 from outlast.engine.webhooks import owed
@@ -41,6 +42,7 @@ from outlast.protocol.message_index import unanswered_tool_calls
 from outlast.protocol.verify import MODELS, ProtocolViolation, check_order, check_schema
 from outlast.store.base import EffectRecord, FinishWrite, RunRecord, Store
 from outlast.store.notifications import WorkAvailable
+from outlast.tracing import TRACING
 
 log = logging.getLogger("outlast.run")
 
@@ -72,24 +74,21 @@ class RunExecution:
         self.run = run
         self.agent = agent
         self.crashed = crashed  # a takeover of an attempt that died
-        # A run its claim started (RUN_STARTED committed with the claim) has logged
-        # nothing of this agent's yet: only a takeover resumes what an attempt began.
-        self.resumed = crashed and run.last_seq > 0
+        self.resumed = crashed and run.last_seq > 0  # a claim's RUN_STARTED is no attempt
         self.seq = run.last_seq
         self.cancel_reason: str | None = None
         self.violation: ProtocolViolation | None = None  # G11: the first rule the agent broke
         self.fold = ThreadFold()
-        self.usage: list[TokenUsage] = []  # this attempt's model calls (AG-UI 1.0 usage)
         self.channel = services.writer.channel(
             run.rid, run.tid, run.id, run.attempts, services.instance, run.last_seq)
         self.channel.on_fenced = self._on_fenced
         self.snapshots = Snapshots(services.writer, self.channel, services.settings,
                                    services.on_snapshot, thread_id=run.thread_id,
                                    run_id=run.id)
-        self.budget = Budget(services.store, run, of(services.settings, run.owner)
-                             .tokens_per_day, self._tokens, self.stop)
+        self.usage = usage.RunUsage(services, run, self.channel, self.stop)
         self._agent_task: asyncio.Task[Any] | None = None
         self._settled = False  # the run ended or was handed back: nothing left to do
+        self._ended: FinishWrite | None = None
         self.done = asyncio.Event()
 
     # -- control ----------------------------------------------------------
@@ -99,9 +98,6 @@ class RunExecution:
             self.cancel_reason = reason
         if self._agent_task is not None and not self._agent_task.done():
             self._agent_task.cancel()
-
-    def _tokens(self) -> int:  # this run's, over its attempts
-        return sum(usage.record_of(u).total_tokens for u in self.usage)
 
     def _on_fenced(self) -> None:
         self.stop("lease_lost")
@@ -119,11 +115,8 @@ class RunExecution:
     def state(self) -> Any:
         return self.fold.state
 
-    def add_usage(self, used: TokenUsage) -> None:
-        self.usage.append(used)
-        self.services.writer.usage(self.channel, usage.record_of(used))  # the ledger
-        usage.count(self.services.metrics, self.run.agent, used)
-        self.budget.spent()  # past the principal's day's budget, the run stops here
+    def add_usage(self, used: TokenUsage, finish_reason: str | None = None) -> None:
+        self.usage.add(used, finish_reason)
 
     @property
     def cancelled(self) -> bool:
@@ -230,13 +223,17 @@ class RunExecution:
     async def effect_complete(self, key: str, result_json: str) -> None:
         await self.services.store.effect_complete(self.run.rid, key, self.services.instance,
                                                 self.run.attempts, result_json)
+        self.usage.since = time.time()  # a model call after a tool starts from its end
 
     # -- lifecycle --------------------------------------------------------
     async def main(self) -> None:
         """Prepare, run the agent, end the run; never raises. Every log line about it,
         the agent's own included, carries the run's identity (``outlast.logs``)."""
         with about_run(self.run.id, self.run.thread_id, self.run.attempts, self.run.owner):
-            await self._main_logged()
+            with TRACING.attempt(self.run):
+                await self._main_logged()
+            if self._ended is not None:  # the run's span, once, by the attempt that ends it
+                TRACING.run_ended(self.run, self._ended.status, self._ended.error)
 
     async def _main_logged(self) -> None:
         # The execution holds its run's feed while it writes, so what it commits reaches
@@ -254,9 +251,8 @@ class RunExecution:
             self.done.set()
 
     async def _give_up(self) -> None:
-        """An engine failure must not leave the run running forever (G8): end it
-        failed, or, if even that fails, let the lease go so another attempt (bounded
-        by max attempts) takes over."""
+        """An engine failure must not leave the run running forever (G8): end it failed,
+        or, failing that, let the lease go to another attempt (bounded by max attempts)."""
         if self._settled or self.channel.fenced:
             return
         try:
@@ -282,7 +278,9 @@ class RunExecution:
         if self.run.cancel_requested or self.cancel_reason == "cancel":
             await self._finish_cancelled()
             return
-        resolutions = resolutions_of(await self.services.store.resolved_by(self.run.rid))
+        store = self.services.store
+        resolutions = resolutions_of(await TRACING.waited(
+            self.run, await store.resolved_by(self.run.rid), store))
         ctx = EngineRunContext(
             self, run_id=self.run.id, thread_id=self.run.thread_id, attempt=self.run.attempts,
             input=sharing_history(self.fold, self.run.input),
@@ -391,7 +389,8 @@ class RunExecution:
         mine = snap.as_of_run == self.run.id and snap.as_of_seq is not None
         await fold_log(store, self.run.rid, self.fold, (snap.as_of_seq or 0) if mine else 0)
         # Its attempts' tokens count toward its final event (the ledger kept them).
-        self.usage = [usage.token_usage_of(u) for u in await store.usage_for_run(self.run.rid)]
+        self.usage.calls = [usage.token_usage_of(u)
+                            for u in await store.usage_for_run(self.run.rid)]
         if not self.crashed or not self._may_resume():
             return  # a crashed run that may not resume ends failed, never "resumed"
         resumed_from = self.seq
@@ -430,8 +429,9 @@ class RunExecution:
             })
 
     async def _end(self, events: list[dict[str, Any]], fin: FinishWrite) -> None:
-        if self.usage:  # the final event carries the run's token usage (AG-UI 1.0)
-            events[-1]["usage"] = fin.usage = usage.wire(self.usage)
+        if self.usage.calls:  # the final event carries the run's token usage (AG-UI 1.0)
+            events[-1]["usage"] = fin.usage = usage.wire(self.usage.calls)
+        self._ended = fin
         for event in events:
             await self._append(event)
         self._save_boundary(self.seq, force=True)

@@ -4,13 +4,17 @@ counts it (by agent and kind only: a bounded label set)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from ag_ui.core import TokenUsage
 from ag_ui.core.token_usage import aggregate_token_usage
 
+from outlast.engine.limits import Budget, of
 from outlast.engine.metrics import Metrics
 from outlast.store.base import UsageRecord
+from outlast.tracing import TRACING
 
 KINDS = ("input", "output", "reasoning", "cached_input")
 
@@ -61,3 +65,32 @@ def count(metrics: Metrics, agent: str, usage: TokenUsage) -> None:
                            strict=True):
         if value:
             metrics.tokens.labels(agent, kind).inc(value)
+
+
+class RunUsage:
+    """One execution's model calls: the list its final event sums, the ledger's rows
+    (queued with its writes), the metrics, its principal's budget and the calls' spans
+    (each from the end of what the run did before it: its start, a tool's end, the
+    previous call)."""
+
+    def __init__(self, services: Any, run: Any, channel: Any,
+                 stop: Callable[[str], None]) -> None:
+        self.services, self.channel = services, channel
+        self.agent, self.run = run.agent, run.without_input()  # its ids, for spans
+        self.calls: list[TokenUsage] = []  # over the run's attempts (AG-UI 1.0 usage)
+        self.since = time.time()
+        self.budget = Budget(services.store, run, of(services.settings, run.owner)
+                             .tokens_per_day, self.tokens, stop)
+
+    def tokens(self) -> int:
+        """This run's tokens, over its attempts."""
+        return sum(record_of(u).total_tokens for u in self.calls)
+
+    def add(self, used: TokenUsage, finish_reason: str | None = None) -> None:
+        """One model call's tokens, just reported."""
+        self.calls.append(used)
+        self.services.writer.usage(self.channel, record_of(used))  # the ledger
+        count(self.services.metrics, self.agent, used)
+        TRACING.model_call(self.run, self.since, used, finish_reason)
+        self.since = time.time()
+        self.budget.spent()  # past the principal's day's budget, the run stops here

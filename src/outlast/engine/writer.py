@@ -27,6 +27,7 @@ from outlast.store.base import (
     StoredEvent,
     UsageRecord,
 )
+from outlast.tracing import TRACING
 
 log = logging.getLogger("outlast.writer")
 
@@ -299,7 +300,8 @@ class Writer:
                     ch.waiters = []
             started = time.perf_counter()
             try:
-                fenced = await self._store.write(writes)
+                with TRACING.commit(writes):
+                    fenced = await self._store.write(writes)
             except StoreUnavailable as exc:
                 if not self._closing or time.monotonic() - self._closing_at < CLOSE_GRACE:
                     # Nothing of this commit is stored; the store said so once (the

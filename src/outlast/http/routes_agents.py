@@ -28,6 +28,7 @@ from outlast.http.deps import (
 )
 from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, hydration_frames, is_legacy
+from outlast.tracing import TRACING
 
 if TYPE_CHECKING:
     from outlast.store.base import Strategy
@@ -114,7 +115,8 @@ async def run_agent(
                      "Outlast-Thread-Id": agent_input.thread_id},
             keepalive_seconds=s.keepalive)
     result = await engine.admit(owner, agent, body, RunOptions(
-        key=idempotency_key, on_disconnect=disconnect, multitask=strategy, webhook=webhook))
+        key=idempotency_key, on_disconnect=disconnect, multitask=strategy, webhook=webhook,
+        trace=TRACING.new_run(request.headers.get("traceparent"))))
     release_body(request, agent_input)  # stored: the stream must not hold it for the run's life
     run = result.run
     headers = {"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id}

@@ -15,6 +15,7 @@ from outlast.http.deps import ID_DOC, EngineDep, Owner, ThreadId, check_id
 from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view, thread_summary, thread_view
+from outlast.tracing import TRACING
 
 router = APIRouter(route_class=JsonBodyRoute, strict_content_type=False)
 
@@ -102,7 +103,8 @@ async def resume_thread(
     if answers.forwardedProps is not None:
         run_input["forwardedProps"] = body["forwardedProps"]
     result = await engine.admit(owner, interrupted.agent, run_input, RunOptions(
-        key=idempotency_key or answers.runId, multitask="reject"))
+        key=idempotency_key or answers.runId, multitask="reject",
+        trace=TRACING.new_run(request.headers.get("traceparent"))))
     if accept and "text/event-stream" in accept:
         headers = {"Outlast-Run-Id": result.run.id, "Outlast-Thread-Id": thread_id}
         if not result.created:

@@ -293,7 +293,7 @@ class ChatAgent(Agent):
         reported = call.to_json()
         if reported is not None:
             usage.add_counts(call)
-            ctx.record_usage({**reported, "model": self.model})
+            ctx.record_usage({**reported, "model": self.model}, finish_reason=turn.finish)
         return turn
 
 
