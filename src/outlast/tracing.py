@@ -125,19 +125,23 @@ class Tracing:
 
     @contextlib.contextmanager
     def attempt(self, run: Any) -> Iterator[None]:
-        """The span of one attempt, current while it runs (its agent's task inherits it)."""
+        """The span of one attempt, current while it runs (its agent's task inherits it).
+        Holds nothing of ``run`` meanwhile (its record may carry the whole input)."""
         if not self.on:
+            del run
             yield
             return
         parent = self._context(run.options.get("trace"))
+        attributes = {**_about(run), "outlast.attempt": run.attempts,
+                      "gen_ai.agent.name": run.agent}
+        resumed = run.attempts > 1
+        del run
         links = []
-        if parent is not None and run.attempts > 1:
+        if parent is not None and resumed:
             links = [self._api.Link(self._api.get_current_span(parent).get_span_context(),
                                     {"outlast.link": "resumed run"})]
-        with self.tracer.start_as_current_span(
-                "outlast.attempt", context=parent, links=links,
-                attributes={**_about(run), "outlast.attempt": run.attempts,
-                            "gen_ai.agent.name": run.agent}):
+        with self.tracer.start_as_current_span("outlast.attempt", context=parent,
+                                               links=links, attributes=attributes):
             yield
 
     def run_ended(self, run: Any, status: str, error: Mapping[str, Any] | None = None) -> None:

@@ -316,6 +316,7 @@ def test_the_page_works_under_its_content_security_policy(
     from playwright.sync_api import expect
 
     ctx = browser.new_context()
+    _with_knobs(ctx, QUICK)  # a short run: the page's work is what is checked
     refused: list[str] = []
     ctx.on("console", lambda msg: refused.append(msg.text)
            if "Content Security Policy" in msg.text else None)

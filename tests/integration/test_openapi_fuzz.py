@@ -49,6 +49,7 @@ OPERATIONS = [
     ("GET", "/runs/{run_id}/events"),
     ("POST", "/runs/{run_id}/cancel"),
     ("POST", "/admin/gc"),
+    ("GET", "/usage"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),

@@ -24,12 +24,16 @@ async def _run(engine: EngineDep, owner: str, run_id: str) -> RunRecord:
     return await engine.run(owner, run_id)
 
 
-@router.get("/runs/{run_id}", summary="A run's record")
-async def get_run(run_id: RunId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
-    run = await _run(engine, owner, run_id)
+async def _record(engine: EngineDep, run: RunRecord) -> dict[str, Any]:
+    """The run's record as ``GET /runs/{id}`` shows it: interrupts, webhooks, usage."""
     view = run_view(run, await engine.run_interrupts(run), await engine.run_webhooks(run))
     view["usage"] = [row_json(u) for u in await engine.run_usage(run)]
     return view
+
+
+@router.get("/runs/{run_id}", summary="A run's record")
+async def get_run(run_id: RunId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
+    return await _record(engine, await _run(engine, owner, run_id))
 
 
 @router.get("/runs/{run_id}/events", summary="Replay and follow a run's events (SSE)",
@@ -62,5 +66,5 @@ async def cancel_run(
 ) -> JSONResponse:
     check_id(run_id, "runId", engine.settings.max_id_length)
     run = await engine.cancel(owner, run_id, wait=wait)
-    body = run_view(run, await engine.run_interrupts(run), await engine.run_webhooks(run))
-    return JSONResponse(body, status_code=200 if engine.is_final(run) else 202)
+    return JSONResponse(await _record(engine, run),
+                        status_code=200 if engine.is_final(run) else 202)
