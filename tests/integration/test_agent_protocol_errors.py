@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from outlast.agents.demo import DemoAgent
 from tests.support.agui_client import stock_client_runs
@@ -18,8 +19,14 @@ from tests.support.scripted_agent import ScriptedAgent
 from tests.support.server import collect, demo_input
 
 
-@pytest.fixture
-async def served(tmp_path: Path) -> Any:
+# One server for the module (each test uses its own thread): starting one per case was
+# most of the module's time.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp_path = tmp_path_factory.mktemp("protocol-errors")
     agents = {"scripted": ScriptedAgent(), "demo": DemoAgent(tmp_path / "workspace")}
     async with in_process_server(tmp_path, agents=agents) as s:
         yield s

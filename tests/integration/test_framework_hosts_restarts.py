@@ -1,0 +1,120 @@
+"""The framework hosts across restarts, each driven by its real package through a real
+``outlast serve``: an approval answered after a restart (and a later turn), and a
+SIGKILL mid-reply (the tool's side effect counted once, one answer)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.agui_validator import assert_every_reattach_valid, assert_valid
+from tests.support.fake_openai import Call, FakeOpenAI, Reply
+from tests.support.hosts import (
+    FEATURES,
+    Host,
+    answers,
+    body,
+    executed,
+    model,
+    params,
+    start,
+)
+from tests.support.runs import one_result_per_call, stored_log, wait_final
+from tests.support.server import collect, wait_for
+
+__all__ = ["model"]  # the scripted model each test gets (a fixture)
+
+
+@pytest.mark.parametrize(("host", "payload", "runs", "said"), answers())
+async def test_an_approval_survives_a_restart(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Host,
+        payload: dict[str, Any], runs: list[str], said: str) -> None:
+    data, log = tmp_path / "data", tmp_path / "tools.log"
+    path = f"/agents/{host.name}"
+    srv = start(server_factory, host, model, log, data_dir=data)
+    model.replies = [Reply(text="I will send it.", calls=[
+        Call("send_email", {"to": "ann@example.com", "subject": "Hi"}, id="p-mail")])]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", path, json=body("p-ap", "p-ap1", "email ann"))
+    finished = frames[-1].event
+    assert finished["outcome"]["type"] == "interrupt", finished
+    [interrupt] = finished["outcome"]["interrupts"]
+    assert interrupt["toolCallId"] == "p-mail"
+    assert "ann@example.com" in json.dumps(interrupt)
+    assert_valid([f.event for f in frames], (*FEATURES, "human-in-the-loop"))
+    assert executed(log) == [], "nothing runs before the person answers"
+    srv.stop()
+    srv = start(server_factory, host, model, log, data_dir=data)  # its memory is gone
+    model.replies = [Reply(text="Done.")]
+    async with srv.client() as c:
+        r = await c.post("/threads/p-ap/resume", json={"resume": [{
+            "interruptId": interrupt["id"], "status": "resolved", "payload": payload}]})
+        assert r.status_code == 200, r.text
+        run_id = r.json()["run"]["runId"]
+        done = await wait_final(c, run_id)
+        assert done["status"] == "succeeded", done
+        thread = (await c.get("/threads/p-ap")).json()
+        continuation = [f.event for f in await stored_log(c, run_id)]
+        await assert_every_reattach_valid(c, run_id, FEATURES, owed=["p-mail"])
+        # A later turn: the model sees the whole conversation once.
+        model.replies = [Reply(text="Anything else?")]
+        _, more = await collect(c, "POST", path, json=body("p-ap", "p-ap3", "thanks"))
+        assert more[-1].event["type"] == "RUN_FINISHED", more[-1].event
+    roles = [m["role"] for m in model.requests[-1]["messages"]]
+    assert roles.count("user") == 2 and roles[-1] == "user", roles
+    assert executed(log) == runs
+    # It answers the previous run's call (docs/spec.md, "Streams a client continues").
+    first = next(i for i, e in enumerate(continuation) if e["type"] == "TOOL_CALL_RESULT")
+    assert_valid(continuation, FEATURES, allowed={("AGUI207", first)})
+    one_result_per_call(thread["messages"])
+    [result] = [m for m in thread["messages"] if m.get("toolCallId") == "p-mail"]
+    assert said in result["content"]
+    assert thread["messages"][-1]["content"] == "Done."
+    assert thread["interrupts"] == []
+
+
+@pytest.mark.parametrize("host", params())
+async def test_sigkill_mid_reply_resumes_with_the_tool_run_once_and_one_answer(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Host) -> None:
+    data, log = tmp_path / "kill-data", tmp_path / "tools.log"
+    srv = start(server_factory, host, model, log, data_dir=data)
+    model.replies = [
+        Reply(text="Checking.", calls=[Call("get_weather", {"city": "Lima"}, id="p-k1")]),
+        Reply(text=" ".join(f"word{i}" for i in range(300)), token_delay=0.05),
+        Reply(text="The one final answer."),
+    ]
+    async with srv.client() as c:
+        await collect(c, "POST", f"/agents/{host.name}", limit=1,
+                      json=body("p-kill", "p-k", "go"))
+
+        async def cut_mid_reply() -> bool:
+            text = "".join(f.event.get("delta", "") for f in await stored_log(c, "p-k"))
+            return "word5" in text
+
+        await wait_for(cut_mid_reply)
+    srv.kill()
+    assert executed(log) == ["get_weather Lima"]
+    srv = start(server_factory, host, model, log, data_dir=data)
+    async with srv.client() as c:
+        done = await wait_final(c, "p-k")
+        assert done["status"] == "succeeded" and done["attempts"] == 2, done["error"]
+        thread = (await c.get("/threads/p-kill")).json()
+        events = [f.event for f in await stored_log(c, "p-k")]
+    assert executed(log) == ["get_weather Lima"], "the tool ran once"
+    messages = thread["messages"]
+    one_result_per_call(messages)
+    answers = [m for m in messages if m["role"] == "assistant" and m.get("content")
+               and not m.get("toolCalls")]
+    mark = [(m.get("metadata") or {}).get("finishReason") for m in answers]
+    final = [m["content"] for m, f in zip(answers, mark, strict=True) if f != "interrupted"]
+    assert final == ["The one final answer."], "one answer"
+    cut = [m["content"] for m, f in zip(answers, mark, strict=True) if f == "interrupted"]
+    assert len(cut) == 1 and cut[0].startswith("word0 word1")
+    # The cut reply never went back to the model; the tool's result did.
+    last = model.requests[-1]["messages"]
+    assert not any("word0" in str(m.get("content")) for m in last)
+    assert any(m.get("tool_call_id") == "p-k1" for m in last)
+    assert_valid(events, FEATURES)
