@@ -33,6 +33,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
     if [ "${CI:-}" = "true" ]; then exit 1; fi
 fi
 
-# Two workers, each taking whole test files (their module-scoped servers stay within
-# one worker): the suite in about half the time on 2 cores. `-n 0` runs it serially.
-exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
+# Three workers, each taking whole test files (their module-scoped servers stay within
+# one worker): most tests wait on processes, clocks and sockets, so three keep the 2
+# cores busy. `-n 0` runs the suite serially.
+exec .venv/bin/python -m pytest -n 3 --dist loadfile "$@"

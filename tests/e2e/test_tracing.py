@@ -170,3 +170,21 @@ async def test_without_otel_variables_nothing_is_sent(
 
     with pytest.raises(AssertionError, match="not reached"):
         await wait_for(anything, timeout=1)
+
+
+@pytest.mark.parametrize("header", ["garbage", f"00-{'0' * 32}-{PARENT}-01",
+                                    f"00-{TRACE}-xyz-01", "x" * 2000])
+async def test_a_bad_traceparent_starts_a_trace_of_its_own(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, receiver: OtlpReceiver,
+        header: str) -> None:
+    server = start(server_factory, model, tmp_path, receiver)
+    model.replies = [Reply(text="Hi.", usage=USAGE)]
+    run = uid("r")
+    async with server.client() as c:
+        resp, _ = await collect(c, "POST", "/agents/chat", json=body(uid("t"), run),
+                                headers={"traceparent": header})
+        assert resp.status_code == 200
+        assert (await wait_final(c, run))["status"] == "succeeded"
+    server.stop()
+    root = one(receiver.of_run(run), "invoke_agent chat")
+    assert root.parent_id == "" and root.trace_id not in (TRACE, "0" * 32)
