@@ -126,7 +126,9 @@ async def _serve(settings: Settings, principals: Principals, agents: dict[str, A
                  sock: socket.socket) -> None:
     engine = Engine(settings, store_for(settings), agents)
     app = create_app(engine, principals)
-    config = uvicorn.Config(app, log_level="warning", access_log=False,
+    # log_config=None: uvicorn's lines go through the server's log (its format, its
+    # redaction), not through handlers of uvicorn's own.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, log_config=None,
                             timeout_graceful_shutdown=max(1, int(settings.drain_timeout)),
                             # The lifespan runs in _started, around uvicorn.
                             lifespan="off",
