@@ -126,9 +126,11 @@ async def test_cancel_stops_a_run_promptly_and_is_idempotent(
 
     started = time.monotonic()
     resp = await client.post("/runs/stop-r/cancel")
-    assert resp.status_code == 202  # accepted, still stopping
     assert resp.json()["cancelRequested"] is True
-    assert resp.json()["status"] in ("queued", "running")
+    if resp.status_code == 202:  # accepted, still stopping
+        assert resp.json()["status"] in ("queued", "running")
+    else:  # a busy machine: it stopped before the answer was read
+        assert (resp.status_code, resp.json()["status"]) == (200, "cancelled")
     await task
     latency = time.monotonic() - started
     print(f"cancel latency: {latency * 1000:.0f} ms")
