@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -22,6 +23,8 @@ from typing import Any
 
 from outlast.config import parse_limits as parse
 from outlast.engine.storage import OUTAGES
+
+log = logging.getLogger("outlast.limits")
 
 DAY = 86_400.0
 STOPS = {**OUTAGES, "budget_exceeded": "The day's token budget is spent: the run was "
@@ -83,6 +86,10 @@ class Budget:
             self._look = asyncio.ensure_future(self._check())
 
     async def _check(self) -> None:
-        others = await self.store.usage_total(self.owner, time.time() - DAY, but=self.rid)
+        try:
+            others = await self.store.usage_total(self.owner, time.time() - DAY, but=self.rid)
+        except Exception as exc:  # the store is down: the next call looks again
+            log.warning("the token budget of %s could not be read: %s", self.owner, exc)
+            return
         if others + self.mine() >= self.limit:
             self.stop("budget_exceeded")
