@@ -113,15 +113,11 @@ class Tracing:
             out["parent"] = f"{parent[1]:016x}"
         return out
 
-    def _context(self, trace: Mapping[str, str] | None, which: str = "traceparent") -> Any:
-        found = parse_traceparent((trace or {}).get(which)) if which == "traceparent" else \
-            None
-        if found is None:
-            return None
+    def _remote(self, trace_id: int, span_id: int) -> Any:
+        """The context of a span this process did not start (a run's, a request's)."""
         api = self._api
-        span = api.NonRecordingSpan(api.SpanContext(
-            found[0], found[1], is_remote=True, trace_flags=api.TraceFlags(1)))
-        return api.set_span_in_context(span)
+        return api.SpanContext(trace_id, span_id, is_remote=True,
+                               trace_flags=api.TraceFlags(1))
 
     @contextlib.contextmanager
     def attempt(self, run: Any) -> Iterator[None]:
@@ -131,15 +127,17 @@ class Tracing:
             del run
             yield
             return
-        parent = self._context(run.options.get("trace"))
+        api = self._api
+        ids = parse_traceparent((run.options.get("trace") or {}).get("traceparent"))
         attributes = {**_about(run), "outlast.attempt": run.attempts,
                       "gen_ai.agent.name": run.agent}
         resumed = run.attempts > 1
         del run
-        links = []
-        if parent is not None and resumed:
-            links = [self._api.Link(self._api.get_current_span(parent).get_span_context(),
-                                    {"outlast.link": "resumed run"})]
+        parent, links = None, []
+        if ids is not None:  # under the run's span; a resumed attempt linked to it too
+            parent = api.set_span_in_context(api.NonRecordingSpan(self._remote(*ids)))
+            if resumed:
+                links = [api.Link(self._remote(*ids), {"outlast.link": "resumed run"})]
         with self.tracer.start_as_current_span("outlast.attempt", context=parent,
                                                links=links, attributes=attributes):
             yield
@@ -153,8 +151,8 @@ class Tracing:
         api = self._api
         parent_id = (trace or {}).get("parent")
         if parent_id:  # the creating request's span
-            parent = api.set_span_in_context(api.NonRecordingSpan(api.SpanContext(
-                ids[0], int(parent_id, 16), is_remote=True, trace_flags=api.TraceFlags(1))))
+            parent = api.set_span_in_context(api.NonRecordingSpan(
+                self._remote(ids[0], int(parent_id, 16))))
         else:  # the root of its own trace
             parent = api.set_span_in_context(api.INVALID_SPAN)
         token = _FIXED_IDS.set(ids)
