@@ -227,8 +227,8 @@ class Deliveries:
             return 0.0  # maybe more is due
         if free <= len(claimed):
             return POLL  # full: an attempt's end wakes the loop
-        due = await self.store.webhook_next_due()
-        self.metrics.webhook_backlog.set(await self.store.webhook_backlog())
+        due, backlog = await self.store.webhook_outlook()
+        self.metrics.webhook_backlog.set(backlog)
         if due is None:
             return POLL
         return min(POLL, max(0.05, due - time.time()))

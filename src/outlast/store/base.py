@@ -310,12 +310,13 @@ class Store(ABC):
         every other instance's (only when ``exclusive`` proves them gone)."""
 
     @abstractmethod
+    async def webhook_outlook(self) -> tuple[float | None, int]:
+        """When the earliest pending delivery is due (None when none is owed), and how
+        many deliveries are owed."""
+
     async def webhook_next_due(self) -> float | None:
         """When the earliest pending delivery is due; None when none is owed."""
-
-    @abstractmethod
-    async def webhook_backlog(self) -> int:
-        """How many deliveries are owed (pending)."""
+        return (await self.webhook_outlook())[0]
 
     @abstractmethod
     async def webhooks_for_run(self, rid: int) -> list[WebhookRecord]:

@@ -41,15 +41,13 @@ class WebhooksSql:
             await c.run("webhook_release", instance=instance, now=time.time(),
                         others=1 if others else 0)
 
-    async def webhook_next_due(self) -> float | None:
+    async def webhook_outlook(self) -> tuple[float | None, int]:
         async with self._read() as c:
-            row = await c.one("webhook_next_due")
-        return None if row is None or row["next_at"] is None else float(row["next_at"])
-
-    async def webhook_backlog(self) -> int:
-        async with self._read() as c:
-            row = await c.one("webhook_backlog")
-        return 0 if row is None else int(row["backlog"])
+            row = await c.one("webhook_outlook")
+        if row is None:
+            return None, 0
+        return (None if row["next_at"] is None else float(row["next_at"]),
+                int(row["backlog"] or 0))
 
     async def webhooks_for_run(self, rid: int) -> list[WebhookRecord]:
         async with self._read() as c:

@@ -356,13 +356,10 @@ UPDATE webhooks SET lease_owner = NULL, next_at = :now
 WHERE status = 'pending' AND lease_owner IS NOT NULL
   AND ((:others = 0 AND lease_owner = :instance) OR (:others = 1 AND lease_owner <> :instance));
 
--- name: webhook_backlog
--- How many deliveries are owed (the partial index of pending rows).
-SELECT COUNT(*) AS backlog FROM webhooks WHERE status = 'pending';
-
--- name: webhook_next_due
--- When the earliest pending delivery is due (NULL when none is owed).
-SELECT MIN(next_at) AS next_at FROM webhooks WHERE status = 'pending';
+-- name: webhook_outlook
+-- When the earliest pending delivery is due (NULL when none is owed), and how many are
+-- owed: one read of the partial index of pending rows.
+SELECT MIN(next_at) AS next_at, COUNT(*) AS backlog FROM webhooks WHERE status = 'pending';
 
 -- name: webhooks_for_run
 -- A run's deliveries, in the order they were recorded.
