@@ -1,14 +1,26 @@
 """The documents say what the code is: every module of the package is on the map of
-docs/architecture.md, and the map names nothing that is gone.
+docs/architecture.md, and the map names nothing that is gone; docs/spec.md names every
+route, query parameter, request header and error code of the HTTP surface.
 
 Each failure says the one line to add or remove, so whoever adds a module fixes the
 document in the same commit."""
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from starlette.routing import Mount, Route
+
+from outlast.config import Settings
+from outlast.engine.runtime import Engine
+from outlast.http.app import create_app
+from outlast.http.errors import STATUS
+from outlast.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "outlast"
@@ -143,3 +155,144 @@ def test_the_map_check_names_the_line_to_add_or_remove() -> None:
     ]
     assert [e.path for e in parse_map(MINI)] == ["errors.py", "store/", "store/base.py",
                                                 "gone.py"]
+
+
+# -- docs/spec.md: the HTTP surface ---------------------------------------------------
+
+SPEC = ROOT / "docs" / "spec.md"
+HTTP = PACKAGE / "http"
+# Calls whose first argument is an error code the HTTP layer sends.
+ERROR_MAKERS = frozenset({"error_response", "error_body", "_raw_error"})
+
+
+def literal_codes() -> set[str]:
+    """Every error code spelled as a literal where the HTTP layer makes an error."""
+    found: set[str] = set()
+    for path in HTTP.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and node.args \
+                    and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                    node.func.id if isinstance(node.func, ast.Name) else ""
+                if name in ERROR_MAKERS:
+                    found.add(node.args[0].value)
+    return found
+
+
+def headers_read() -> set[str]:
+    """Request headers the HTTP layer reads by name (``headers.get("...")``)."""
+    found: set[str] = set()
+    for path in HTTP.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "get" and node.args \
+                    and isinstance(node.func.value, ast.Attribute) \
+                    and node.func.value.attr == "headers" \
+                    and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                found.add(node.args[0].value)
+    return found
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
+    data = tmp_path_factory.mktemp("data")
+    engine = Engine(Settings(data_dir=data), open_store(None, data), {})
+    return create_app(engine)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A route as the spec's table names it, with what it reads and answers."""
+
+    method: str
+    path: str
+    queries: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()  # successes other than 200
+
+
+def operations(app: FastAPI) -> list[Operation]:
+    """Every route the app serves: those of its OpenAPI document, with their parameters
+    and answers, and those it leaves out of the document (itself, /docs, mounts)."""
+    found: dict[tuple[str, str], Operation] = {}
+    for path, ops in app.openapi()["paths"].items():
+        for method, op in ops.items():
+            params = op.get("parameters", [])
+            found[method.upper(), path] = Operation(
+                method.upper(), path,
+                tuple(p["name"] for p in params if p["in"] == "query"),
+                tuple(p["name"] for p in params if p["in"] == "header"),
+                tuple(s for s in op.get("responses", {}) if s[0] == "2" and s != "200"))
+    for route in app.routes:
+        if isinstance(route, Mount):
+            found["GET", route.path + "/…"] = Operation("GET", route.path + "/…")
+        elif isinstance(route, Route) and (route.include_in_schema is False
+                                           or route.path == app.openapi_url):
+            for method in sorted((route.methods or set()) - {"HEAD"}):
+                found.setdefault((method, route.path), Operation(method, route.path))
+    return sorted(found.values(), key=lambda o: (o.path, o.method))
+
+
+def table_rows(spec: str) -> list[str]:
+    return [line for line in spec.splitlines() if line.startswith("| `")]
+
+
+def spec_problems(spec: str, ops: list[Operation], codes: set[str],
+                  headers: set[str]) -> list[str]:
+    """What docs/spec.md lacks of the HTTP surface, each with where to add it."""
+    problems: list[str] = []
+    rows = table_rows(spec)
+    for op in ops:
+        name = f"`{op.method} {op.path}`"
+        # A route has a row of its own; a mount's files are named on a route's row.
+        mounted = op.path.endswith("/…")
+        row = next((r for r in rows if name in (r if mounted else r.split("|")[1])), None)
+        if row is None:
+            problems.append(f"docs/spec.md §3: the table has no row for {name}; add one")
+            continue
+        for q in op.queries:
+            if not re.search(rf"[?&]{re.escape(q)}\b", row):
+                problems.append(f"docs/spec.md §3, the row of {name}: say what `?{q}=` does")
+        for status in op.statuses:
+            if not re.search(rf"\b{status}\b", row):
+                problems.append(f"docs/spec.md §3, the row of {name}: say when it answers "
+                                f"{status}")
+    for code in sorted(codes):
+        if f"`{code}`" not in spec:
+            problems.append(f"docs/spec.md §3, 'Error codes (status)': add `{code}` and its "
+                            "status")
+    lowered = spec.lower()
+    for header in sorted(headers, key=str.lower):
+        if not re.search(rf"`{re.escape(header.lower())}[`:]", lowered):
+            problems.append(f"docs/spec.md §3, 'Request options': add the header "
+                            f"`{header}` and what it does")
+    return problems
+
+
+def test_the_spec_names_every_route_parameter_header_and_error_code(app: FastAPI) -> None:
+    ops = operations(app)
+    assert {("POST", "/agents/{agent}"), ("GET", "/docs"), ("GET", "/openapi.json")} <= \
+        {(o.method, o.path) for o in ops}, "the check no longer sees the app's routes"
+    codes = set(STATUS) | literal_codes() | {"http_error"}
+    headers = {h for o in ops for h in o.headers} | headers_read()
+    assert {"traceparent", "Idempotency-Key"} <= headers
+    problems = spec_problems(SPEC.read_text(), ops, codes, headers)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_spec_check_says_what_is_missing_where() -> None:
+    spec = ("| `GET /threads` | list; `?limit=` a page |\n"
+            "Error codes (status): `unauthorized` 401. Headers: `Idempotency-Key`.\n")
+    ops = [Operation("GET", "/threads", ("limit", "cursor")),
+           Operation("DELETE", "/threads/{thread_id}", statuses=("204",)),
+           Operation("POST", "/admin/gc")]
+    assert spec_problems(spec, ops, {"unauthorized", "forbidden"},
+                         {"idempotency-key", "traceparent"}) == [
+        "docs/spec.md §3, the row of `GET /threads`: say what `?cursor=` does",
+        "docs/spec.md §3: the table has no row for `DELETE /threads/{thread_id}`; add one",
+        "docs/spec.md §3: the table has no row for `POST /admin/gc`; add one",
+        "docs/spec.md §3, 'Error codes (status)': add `forbidden` and its status",
+        "docs/spec.md §3, 'Request options': add the header `traceparent` and what it does",
+    ]
