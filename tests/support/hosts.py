@@ -51,6 +51,12 @@ HOSTS = {
         "lg", "langgraph", "outlast.agents.langgraph:factory",
         "OUTLAST_LANGGRAPH_GRAPH", "tests.support.langgraph_agents:graph",
         (APPROVED, DENIED)),
+    "strands": Host(
+        "strands", "strands", "outlast.agents.strands:factory", "OUTLAST_STRANDS_AGENT",
+        "tests.support.strands_agents:weather_agent",
+        # The agent's approval hook applies the arguments a person edited.
+        (APPROVED, DENIED,
+         ("edited", EDITED, ["send_email bo@example.com Hi"], "sent to bo@example.com"))),
 }
 
 
