@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,49 @@ def test_every_dialect_has_the_same_queries_and_the_shared_ones_are_written_once
     assert names["sqlite"] == names["postgres"]
     assert load_queries("postgres")["thread_get"].sql.endswith("owner = $1 AND id = $2")
     assert load_queries("sqlite")["thread_get"].params == ("owner", "id")
+
+
+STORE = Path(__file__).resolve().parents[2] / "src" / "outlast" / "store"
+
+
+def names_in_code(root: Path) -> set[str]:
+    """Every string literal of the store's code: a query runs by its name, spelled out."""
+    return {node.value for path in root.rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def unused_queries(defined: dict[str, set[str]], used: set[str]) -> list[str]:
+    """A line per named query no code runs, saying which files to remove it from."""
+    return [f"no code runs the query {name!r}: remove it from "
+            + ", ".join(f"src/outlast/store/sql/{where}" for where in sorted(files))
+            for name, files in sorted(defined.items()) if name not in used]
+
+
+def defined_queries() -> dict[str, set[str]]:
+    """Each query name, with the files of sql/ that define it."""
+    files = {"queries.sql": STORE / "sql" / "queries.sql",
+             **{f"{d}/queries.sql": STORE / "sql" / d / "queries.sql" for d in DIALECTS}}
+    found: dict[str, set[str]] = {}
+    for where, path in files.items():
+        for line in path.read_text().splitlines():
+            if line.startswith("-- name: "):
+                found.setdefault(line.removeprefix("-- name: ").strip(), set()).add(where)
+    return found
+
+
+def test_every_named_query_is_run_by_the_store() -> None:
+    defined = defined_queries()
+    assert set(defined) == set(load_queries("sqlite")), "the check reads the files wrong"
+    problems = unused_queries(defined, names_in_code(STORE))
+    assert not problems, "\n".join(problems)
+
+
+def test_an_unused_query_is_named_with_its_files() -> None:
+    assert unused_queries({"a": {"queries.sql"}, "b": {"sqlite/queries.sql",
+                                                       "postgres/queries.sql"}}, {"a"}) == [
+        "no code runs the query 'b': remove it from src/outlast/store/sql/postgres/queries.sql,"
+        " src/outlast/store/sql/sqlite/queries.sql"]
 
 
 def test_an_override_wins_over_the_shared_query() -> None:

@@ -50,16 +50,6 @@ LIMIT :limit;
 -- Delete a thread; runs, events, messages and interrupts cascade.
 DELETE FROM threads WHERE tid = :tid;
 
--- name: thread_snapshot_update
--- Move the snapshot's coordinate; state columns change only when given.
-UPDATE threads SET
-    state = COALESCE(CAST(:state AS TEXT), state),
-    session_state = COALESCE(CAST(:session_state AS TEXT), session_state),
-    as_of_run = :as_of_run,
-    as_of_seq = :as_of_seq,
-    updated_at = :now
-WHERE tid = :tid;
-
 -- name: messages_list
 -- The snapshot's messages in order.
 SELECT id, position, body FROM messages WHERE tid = :tid ORDER BY position;
@@ -68,10 +58,6 @@ SELECT id, position, body FROM messages WHERE tid = :tid ORDER BY position;
 -- Write one new or changed message of a snapshot.
 INSERT INTO messages (tid, id, position, body) VALUES (:tid, :id, :position, :body)
 ON CONFLICT (tid, id) DO UPDATE SET position = excluded.position, body = excluded.body;
-
--- name: message_delete
--- Drop one message from a snapshot.
-DELETE FROM messages WHERE tid = :tid AND id = :id;
 
 -- name: runs_active_for_thread
 -- The thread's queued and running runs, oldest first.
@@ -224,18 +210,6 @@ UPDATE runs SET lease_owner = NULL, lease_expires_at = 0
 WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';
 
 -- constructs --
-
--- name: construct_open
--- Index a construct an event opened (G2: committed with the event).
-INSERT INTO constructs (rid, opened_seq, ord, ckey, body)
-VALUES (:rid, :seq, :ord, :ckey, :body);
-
--- name: construct_close
--- The open construct with this key closed at this seq.
--- Rows are closed in seq order, each only if opened before it: a key reused later in
--- the same commit is another row.
-UPDATE constructs SET closed_seq = :seq
-WHERE rid = :rid AND ckey = :ckey AND closed_seq IS NULL AND opened_seq < :seq;
 
 -- name: event_last_boundary
 -- The latest boundary at or before a seq (the events_boundaries index finds it).
