@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 from starlette.routing import Mount, Route
 
-from outlast.config import Settings
+from outlast.config import Settings, options
 from outlast.engine.runtime import Engine
 from outlast.http.app import create_app
 from outlast.http.errors import STATUS
@@ -296,3 +296,26 @@ def test_the_spec_check_says_what_is_missing_where() -> None:
         "docs/spec.md §3, 'Error codes (status)': add `forbidden` and its status",
         "docs/spec.md §3, 'Request options': add the header `traceparent` and what it does",
     ]
+
+
+# -- README: the variables that break the OUTLAST_<FLAG> rule ---------------------------
+
+README = ROOT / "README.md"
+EXCEPTION = re.compile(r"`(--[\w-]+)`\s+\(`(OUTLAST_\w+)`\)")
+
+
+def readme_exceptions(readme: str) -> dict[str, str]:
+    """The flags the README names as exceptions to the rule, with their variables: the
+    sentence that begins "Every flag also reads", up to its semicolon."""
+    start = readme.index("Every flag also reads")
+    sentence = readme[start:readme.index(";", start)]
+    return dict(EXCEPTION.findall(sentence))
+
+
+def test_the_readme_names_exactly_the_flags_whose_variable_breaks_the_rule() -> None:
+    breaking = {o.flag: o.env for o in options()
+                if o.env != "OUTLAST_" + o.flag.removeprefix("--").upper().replace("-", "_")}
+    assert breaking, "every flag follows the rule: say so in the README, drop this test"
+    assert readme_exceptions(README.read_text()) == breaking, (
+        "README.md, 'Every flag also reads an OUTLAST_* variable': list exactly "
+        + ", ".join(f"`{flag}` (`{env}`)" for flag, env in breaking.items()))
