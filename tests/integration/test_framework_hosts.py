@@ -76,7 +76,7 @@ async def test_a_tool_loop_runs_its_tool_once_and_folds_as_stored(
     assert folded["errors"] == [None], folded
     assert folded["messages"] == messages
     # The model saw the tool's result in the framework's own history.
-    assert model.requests[1]["messages"][-1]["tool_call_id"] == "p-w1"
+    assert model.requests[1]["messages"][-1]["tool_call_id"] == host.sent_call_id("p-w1")
     assert model.requests[1]["messages"][-1]["content"] == "sunny in Oslo"
 
 

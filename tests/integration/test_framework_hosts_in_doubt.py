@@ -81,6 +81,6 @@ async def test_a_tool_cut_off_by_sigkill_asks_a_person(
         assert "A done" in result
     assert thread["messages"][-1]["content"] == "Settled."
     sent = model.requests[-1]["messages"]
-    assert any(m.get("tool_call_id") == "d-1" and result in str(m.get("content"))
-               for m in sent), "the model saw the settled result"
+    assert any(m.get("tool_call_id") == host.sent_call_id("d-1") and result in str(
+        m.get("content")) for m in sent), "the model saw the settled result"
     assert_valid(events, FEATURES)

@@ -116,5 +116,5 @@ async def test_sigkill_mid_reply_resumes_with_the_tool_run_once_and_one_answer(
     # The cut reply never went back to the model; the tool's result did.
     last = model.requests[-1]["messages"]
     assert not any("word0" in str(m.get("content")) for m in last)
-    assert any(m.get("tool_call_id") == "p-k1" for m in last)
+    assert any(m.get("tool_call_id") == host.sent_call_id("p-k1") for m in last)
     assert_valid(events, FEATURES)

@@ -5,7 +5,7 @@ a real ``outlast serve`` for a host (tests/integration/test_framework_hosts*.py)
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,9 @@ class Host:
     target: str  # the test agent, module:attr
     # Approval answers and what follows: payload, tool lines run, text in the result.
     answers: tuple[tuple[str, dict[str, Any], list[str], str], ...]
+    # The id the framework's own model client sends for a call the scripted model made,
+    # when it is the only one in the request.
+    sent_call_id: Callable[[str], str] = str
 
 
 APPROVED = ("approved", {"approved": True}, ["send_email ann@example.com Hi"],
@@ -57,6 +60,15 @@ HOSTS = {
         # The agent's approval hook applies the arguments a person edited.
         (APPROVED, DENIED,
          ("edited", EDITED, ["send_email bo@example.com Hi"], "sent to bo@example.com"))),
+    "agno": Host(
+        "agno", "agno", "outlast.agents.agno:factory", "OUTLAST_AGNO_AGENT",
+        "tests.support.agno_agents:weather_agent",
+        # Agno runs a confirmed call with the arguments a person edited.
+        (APPROVED, DENIED,
+         ("edited", EDITED, ["send_email bo@example.com Hi"], "sent to bo@example.com")),
+        # Agno's OpenAIChat renames a call id unlike OpenAI's ("call_…") in each request it
+        # sends, numbering them from 0: the only one becomes call_ and 35 zeros.
+        sent_call_id=lambda _: "call_" + "0" * 35),
 }
 
 

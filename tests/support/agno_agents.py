@@ -1,0 +1,33 @@
+"""Agno agents for the host's tests: Agno's own OpenAI chat model pointed at the
+scripted model server (``$OUTLAST_OPENAI_BASE_URL``); each tool execution appends a
+line to ``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tests.support.tool_log import record, slow_step
+
+
+def weather_agent(settings: Any = None) -> Any:
+    """A weather tool, a slow step, and an email tool that needs a person's approval."""
+    from agno.agent import Agent
+    from agno.models.openai import OpenAIChat
+    from agno.tools import tool
+
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        record(f"get_weather {city}")
+        return f"sunny in {city}"
+
+    @tool(requires_confirmation=True)
+    def send_email(to: str, subject: str) -> str:
+        """Send an email (asks a person first)."""
+        record(f"send_email {to} {subject}")
+        return f"sent to {to}"
+
+    model = OpenAIChat(id="fake", base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
+                       api_key="unused")
+    return Agent(name="weather", model=model, instructions="Be brief.",
+                 tools=[get_weather, slow_step, send_email], telemetry=False)
