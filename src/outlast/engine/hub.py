@@ -71,16 +71,18 @@ class RunFeed:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def cached_after(self, after: int, limit: int) -> list[StoredEvent] | None:
+    def cached_after(self, after: int, limit: int, known: int = 0) -> list[StoredEvent] | None:
         """Events after ``after`` from the cache (empty: nothing is committed after it),
-        or None if the cache does not cover them and the log must be read."""
+        or None if the cache does not cover them and the log must be read. ``known`` is
+        the last seq the reader knows committed (the run's record): a feed behind it (the
+        commits of another process, whose hints were lost) never answers "nothing newer"."""
         cache = self.cache
         if not cache or cache[0].seq > after + 1:
             return None
         if cache[-1].seq <= after:
-            # A subscriber at the live edge: nothing newer unless another process's hint
-            # moved last_seq past what this process published.
-            return [] if after >= self.last_seq else None
+            # A subscriber at the live edge: nothing newer unless another process's hint,
+            # or the record the reader read, moved past what this process published.
+            return [] if after >= max(self.last_seq, known) else None
         start = after + 1 - cache[0].seq
         end = min(len(cache), start + limit)
         return [cache[i] for i in range(start, end)]

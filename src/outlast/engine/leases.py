@@ -12,6 +12,16 @@ acts on it when it runs.
 The loop beats (``beat``) several times a TTL; the thread says in the log, once per
 stall, when the loop has not run for a third of the TTL, naming the runs executing
 here, and again when it runs.
+
+**The holder's lease runs out first (G8, G9).** A process cut off from the store (a
+network partition) cannot renew, and must not go on working on runs that another process
+may take over. Each run's lease here ends, by this process's monotonic clock, one TTL
+after the *sending* of the last claim or renewal of it that succeeded: the store set that
+lease's expiry to its own clock at the statement, later, plus the TTL. Each beat of the
+loop checks those deadlines and hands a run whose lease ran out to ``on_expired`` (the
+engine stops its agent and drops its unwritten events). Another process takes a run over
+only once the store's clock is ``takeover_margin(ttl)`` past its expiry, so the holder
+has stopped by then: see ``takeover_margin``.
 """
 
 from __future__ import annotations
@@ -22,25 +32,35 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from outlast.store.base import LeaseRenewer, LeaseState
+from outlast.store.base import LeaseRenewer, LeaseState, Store, takeover_margin
 
 log = logging.getLogger("outlast.leases")
 
 Renewed = Callable[[list[int], list[LeaseState]], None]
+Expired = Callable[[list[int]], None]
+
+def takeover_after(ttl: float) -> float:
+    """Seconds from a holder's last renewal until another process may hold its runs."""
+    return ttl + takeover_margin(ttl)
 
 
 class LeaseKeeper:
     """Renews the leases of the runs executing here from its own thread."""
 
     def __init__(self, renewer: LeaseRenewer, instance: str, ttl: float,
-                 on_renewed: Renewed) -> None:
+                 on_renewed: Renewed, on_expired: Expired | None = None) -> None:
         self.renewer = renewer
         self.instance = instance
         self.ttl = ttl
         self.interval = max(0.05, ttl / 3)
         self.on_renewed = on_renewed  # called on the loop with what a renewal found
+        self.on_expired = on_expired  # called on the loop with the runs whose lease ran out
         self.renewed_at = time.monotonic()  # the last renewal that succeeded
         self._runs: Mapping[int, str] = {}  # rid -> run id; replaced whole, never edited
+        # rid -> when the last claim or renewal of its lease that succeeded was sent
+        # (monotonic); written from both the loop and the thread, under the lock.
+        self._held: dict[int, float] = {}
+        self._held_lock = threading.Lock()
         self._beat = time.monotonic()
         self._stalled_since: float | None = None
         self._stop = threading.Event()
@@ -62,11 +82,35 @@ class LeaseKeeper:
     def track(self, runs: Mapping[int, str]) -> None:
         """The runs executing here now (rid -> run id), from the loop."""
         self._runs = dict(runs)
+        with self._held_lock:
+            for rid in [r for r in self._held if r not in runs]:
+                del self._held[rid]
+
+    def held(self, rids: list[int], sent: float) -> None:
+        """The leases of ``rids`` were claimed or renewed by a statement sent at ``sent``
+        (monotonic): each lasts here until one TTL after it."""
+        with self._held_lock:
+            for rid in rids:
+                if sent > self._held.get(rid, -1.0):
+                    self._held[rid] = sent
+
+    def expired(self, now: float | None = None) -> list[int]:
+        """The runs whose lease here ran out (forgotten once returned)."""
+        limit = (time.monotonic() if now is None else now) - self.ttl
+        with self._held_lock:
+            gone = [rid for rid, sent in self._held.items() if sent <= limit]
+            for rid in gone:
+                del self._held[rid]
+        return gone
 
     async def beating(self) -> None:
         """The loop's beat: the thread reads it to notice a loop that does not run."""
         while True:
             self._beat = time.monotonic()
+            if self.on_expired is not None:
+                gone = self.expired(self._beat)
+                if gone:
+                    self.on_expired(gone)
             await asyncio.sleep(self.interval / 4)
 
     def _run(self) -> None:
@@ -82,6 +126,7 @@ class LeaseKeeper:
         if not runs:
             return
         rids = sorted(runs)
+        sent = time.monotonic()
         try:
             held = self.renewer.renew(self.instance, self.ttl, rids)
         except Exception as exc:
@@ -91,6 +136,7 @@ class LeaseKeeper:
             log.debug("lease renewal failed (%s: %s)", type(exc).__name__, exc)
             return
         self.renewed_at = time.monotonic()
+        self.held([s.rid for s in held], sent)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:
@@ -112,3 +158,40 @@ class LeaseKeeper:
             log.warning("the event loop runs again after %.1f s",
                         self._beat - self._stalled_since)
             self._stalled_since = None
+
+
+class Losses:
+    """Runs this process stopped because their lease ran out here: said in the log when
+    it happens, and once more, when the store answers again, with what became of each."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._lost: dict[int, tuple[str, int]] = {}  # rid -> (run id, our attempt)
+
+    def lost(self, rid: int, run_id: str, attempt: int) -> None:
+        self._lost[rid] = (run_id, attempt)
+        log.warning("run %s: its lease was not renewed for %.1f s (the store is out of "
+                    "reach): stopped here, its unwritten events dropped; another process "
+                    "may take it over %.1f s after the last renewal", run_id, self.ttl,
+                    takeover_after(self.ttl))
+
+    def __bool__(self) -> bool:
+        return bool(self._lost)
+
+    async def report(self, store: Store) -> None:
+        """Once the store answers: what became of each run lost here, one line each."""
+        for rid, (run_id, attempt) in list(self._lost.items()):
+            run = await store.get_run_by_rid(rid)
+            del self._lost[rid]
+            if run is None:
+                log.warning("run %s: the store answers again; the run is gone (its thread "
+                            "was deleted)", run_id)
+            elif run.attempts != attempt or run.status != "running":
+                log.warning("run %s: the store answers again; attempt %d stopped here "
+                            "and the run is %s at attempt %d%s", run_id, attempt,
+                            run.status, run.attempts,
+                            ", taken over" if run.attempts != attempt else "")
+            else:
+                log.warning("run %s: the store answers again; attempt %d stopped here "
+                            "and the run waits to be taken over (by any process)",
+                            run_id, attempt)

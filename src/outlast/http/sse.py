@@ -19,6 +19,7 @@ from typing import Any
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from outlast.errors import StoreUnavailable
 from outlast.http.frames import KEEPALIVE
 from outlast.http.server import ABORT
 
@@ -78,6 +79,14 @@ class EventStream(StreamingResponse):
                 raise  # cancelled from outside (the server's shutdown): not ours to end
         except _Gone:
             pass
+        except StoreUnavailable as exc:
+            # The response has started: no status can say it. Dropping the connection
+            # (not ending the body) tells the client that what it got is not the whole.
+            log.warning("dropped an SSE stream: %s", exc.message)
+            if watch.abort is not None:
+                watch.abort()
+            else:
+                raise
         finally:
             watch.stop()  # before any await: nothing cancels this task from here on
             listener.cancel()

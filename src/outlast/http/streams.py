@@ -8,22 +8,37 @@ Subscribers pull: nothing is buffered per subscriber (G10).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from outlast.errors import RunCompacted
+from outlast.engine.leases import takeover_after
+from outlast.errors import RunCompacted, StoreUnavailable
 from outlast.http.frames import SSE_TEMPLATE, frame, is_preamble, retry_preamble, synthesized
 from outlast.protocol import constructs, events
 from outlast.protocol.jsonutil import dumps
 
 if TYPE_CHECKING:
+    from outlast.engine.hub import RunFeed
     from outlast.engine.runtime import Engine
     from outlast.store.base import RunRecord, StoredEvent, ThreadView
+
+log = logging.getLogger("outlast.http")
+
+T = TypeVar("T")
 
 PAGE = 1000
 REPLAY_PAGE = 2000  # pages of frames assembled by the database
 FIRST_PAGE = 100  # small, so a client that reattaches mid-log gets its first event sooner
+OUTAGE_RETRY = 0.5
+"""Seconds between a following stream's reads while the store does not answer."""
+
+
+class _StoreGone(Exception):
+    """The store did not answer for as long as a following stream waits for it."""
 
 
 def is_legacy(protocol_version: str | None) -> bool:
@@ -71,6 +86,28 @@ class RunStream:
         self.run = run.without_input()  # held as long as the stream: never needs it
         self.legacy = legacy
         self.first = first  # its first event, committed by the admission that made it
+        # How long a following stream waits out a store outage: by then another process
+        # may execute the run, and the client that reattaches there reads on.
+        self.patience = takeover_after(engine.settings.lease_ttl)
+
+    async def _patient(self, follow: bool, read: Callable[..., Awaitable[T]],
+                       *args: Any) -> T:
+        """``read(*args)``. A stream that follows waits out a store outage (its keepalives
+        go on meanwhile) and reads again, or ends (``_StoreGone``) after ``patience``, a
+        normal end its client reattaches after. One that does not follow raises: it serves
+        the stored log whole or fails, never a part as the whole."""
+        since: float | None = None
+        while True:
+            try:
+                return await read(*args)
+            except StoreUnavailable:
+                if not follow:
+                    raise
+                now = time.monotonic()
+                since = now if since is None else since
+                if now - since >= self.patience:
+                    raise _StoreGone from None
+                await asyncio.sleep(OUTAGE_RETRY)
 
     def _encode(self, page: list[StoredEvent]) -> str:
         if self.legacy:
@@ -99,81 +136,109 @@ class RunStream:
 
     async def frames(self, after: int, *, follow: bool = True,
                      synthesize_start: bool | None = None) -> AsyncIterator[str]:
-        """Frames after ``after``; ends with the run's final event (or at the live edge
-        when ``follow`` is false)."""
-        engine = self.engine
-        async with engine.watch(self.run) as feed:
+        """Frames after ``after``; ends with the run's final event (or, when ``follow``
+        is false, with the last event stored when the request was read). A following
+        stream that the store leaves without an answer for ``patience`` ends early."""
+        async with self.engine.watch(self.run) as feed:
             yield retry_preamble()
-            # A final run changes no more (a compaction since the request was read ends
-            # this stream early; a retry gets the 410): only a live one is read again,
-            # now that the feed is held, so that no commit falls between the two. A run
-            # executing here needs no read: its execution publishes every commit to
-            # this feed from its start, and what came before is in the log read below.
-            run = self.run if engine.is_final(self.run) or engine.executes(self.run) \
-                else await engine.reread(self.run) or self.run
-            if run.compacted_at is not None:
-                return  # compacted since the request was read: a retry gets the 410
-            final = engine.is_final(run)
-            last = max(run.last_seq, feed.last_seq)
-            engine.metrics.streams.labels(
-                "reattach" if after > 0 else "replay" if final else "live").inc()
-            if synthesize_start if synthesize_start is not None else after > 0:
-                # Past a final run's end nothing is open: only its state is sent.
-                past_end = final and after >= last
-                for f in await self.reopen(min(after, last), past_end=past_end):
+            try:
+                async for f in self._frames(feed, after, follow, synthesize_start):
                     yield f
-            if final and after >= last:
-                # Following a finished run from its end: its final event, at once.
-                tail = await engine.run_events(run, max(0, last - 1), 1)
-                if tail:
-                    body = legacy_body(tail[-1].body) if self.legacy else tail[-1].body
-                    yield frame(None, body)
+            except _StoreGone:
+                log.warning("run %s: a stream ended: the store did not answer for %.0f s "
+                            "(its client resumes with Last-Event-ID)", self.run.id,
+                            self.patience)
+
+    async def _frames(self, feed: RunFeed, after: int, follow: bool,
+                      synthesize_start: bool | None) -> AsyncIterator[str]:
+        engine = self.engine
+        # A final run changes no more (a compaction since the request was read ends
+        # this stream early; a retry gets the 410): only a live one is read again,
+        # now that the feed is held, so that no commit falls between the two. A run
+        # executing here needs no read: its execution publishes every commit to
+        # this feed from its start, and what came before is in the log read below.
+        run = self.run
+        if not (engine.is_final(run) or engine.executes(run)):
+            current = await self._patient(follow, engine.reread, run)
+            run = current or run
+            _catch_up(feed, run.last_seq, engine.is_final(run))
+        if run.compacted_at is not None:
+            return  # compacted since the request was read: a retry gets the 410
+        final = engine.is_final(run)
+        last = max(run.last_seq, feed.last_seq)
+        engine.metrics.streams.labels(
+            "reattach" if after > 0 else "replay" if final else "live").inc()
+        if synthesize_start if synthesize_start is not None else after > 0:
+            # Past a final run's end nothing is open: only its state is sent.
+            past_end = final and after >= last
+            for f in await self._patient(follow, self._reopen, min(after, last), past_end):
+                yield f
+        if final and after >= last:
+            # Following a finished run from its end: its final event, at once.
+            tail = await self._patient(follow, engine.run_events, run, max(0, last - 1), 1)
+            if tail:
+                body = legacy_body(tail[-1].body) if self.legacy else tail[-1].body
+                yield frame(None, body)
+            return
+        cursor = after
+        first, self.first = self.first, None  # it echoes the input: not kept
+        if first is not None and after < first.seq:
+            cursor = first.seq
+            yield self._encode([first])
+        del first
+        limit = FIRST_PAGE
+        while True:
+            # The feed answers at the live edge, never behind what the run's record says
+            # is committed (``last``): then the log is read.
+            cached = feed.cached_after(cursor, limit, last)
+            if cached is None and not self.legacy:
+                # Replay from the log: the database assembles the page's frames.
+                upto, text = await self._patient(follow, replay_page, engine, run, cursor,
+                                                 limit)
+                limit = REPLAY_PAGE
+                if text:
+                    cursor = upto
+                    yield text
+                    continue
+            else:
+                page = cached if cached is not None else \
+                    await self._patient(follow, engine.run_events, run, cursor, limit)
+                limit = PAGE
+                if page:
+                    cursor = page[-1].seq
+                    yield self._encode(page)
+                    continue
+            if final and cursor >= last:
                 return
-            cursor = after
-            first, self.first = self.first, None  # it echoes the input: not kept
-            if first is not None and after < first.seq:
-                cursor = first.seq
-                yield self._encode([first])
-            del first
-            limit = FIRST_PAGE
-            while True:
-                cached = feed.cached_after(cursor, limit)
-                if cached is None and not self.legacy:
-                    # Replay from the log: the database assembles the page's frames.
-                    upto, text = await replay_page(engine, run, cursor, limit)
-                    limit = REPLAY_PAGE
-                    if text:
-                        cursor = upto
-                        yield text
-                        continue
-                else:
-                    page = cached if cached is not None else \
-                        await engine.run_events(run, cursor, limit)
-                    limit = PAGE
-                    if page:
-                        cursor = page[-1].seq
-                        yield self._encode(page)
-                        continue
+            if not follow:
+                return
+            await feed.wait(cursor)
+            if engine.draining:
+                return  # the client resumes from another process (Last-Event-ID)
+            if feed.last_seq <= cursor and not feed.final:
+                # The hub's sweep woke a quiet feed: the log is the truth (hints can
+                # be lost across processes).
+                current = await self._patient(follow, engine.reread, run)
+                if current is None or current.compacted_at is not None:
+                    return
+                last = current.last_seq
+                final = engine.is_final(current)
+                _catch_up(feed, last, final)
                 if final and cursor >= last:
                     return
-                if not follow:
-                    return
-                await feed.wait(cursor)
-                if engine.draining:
-                    return  # the client resumes from another process (Last-Event-ID)
-                if feed.last_seq <= cursor and not feed.final:
-                    # The hub's sweep woke a quiet feed: the log is the truth (hints can
-                    # be lost across processes).
-                    current = await engine.reread(run)
-                    if current is None or current.compacted_at is not None:
-                        return
-                    last = current.last_seq
-                    final = engine.is_final(current)
-                    if final and cursor >= last:
-                        return
-                else:
-                    final = feed.final
-                    last = feed.last_seq
+            else:
+                final = feed.final
+                last = max(last, feed.last_seq)
+
+    async def _reopen(self, after: int, past_end: bool) -> list[str]:
+        return await self.reopen(after, past_end=past_end)
+
+
+def _catch_up(feed: RunFeed, last: int, final: bool) -> None:
+    """A record read shows commits the feed missed (another process's, whose hints were
+    lost): the feed learns of them, so every reader of it goes to the log for them."""
+    if last > feed.last_seq or (final and not feed.final):
+        feed.advance([], last, final)
 
 
 async def hydration_frames(engine: Engine, owner: str, view: ThreadView | None,

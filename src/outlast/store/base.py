@@ -68,9 +68,26 @@ __all__ = [
     "UsageRecord",
     "WebhookRecord",
     "WebhookWrite",
+    "takeover_margin",
 ]
 
 Listener = Callable[[Notification], Awaitable[None] | None]
+
+
+MIN_MARGIN = 1.0
+"""The least takeover margin, in seconds."""
+
+
+def takeover_margin(ttl: float) -> float:
+    """How long past a lease's expiry (by the store's clock) another process waits before
+    it takes the run over: max(1 s, TTL / 4). The holder stops by its own deadline, up to
+    one beat (TTL / 12) after it and a loop iteration or two for the cancel to land; the
+    rest covers the rate at which clocks drift apart over a TTL (parts per million) and a
+    busy loop. Expiries are set and compared by the database's clock (PostgreSQL's
+    ``clock_timestamp()``), never by the processes', so their wall clocks need not agree;
+    a step of the database host's clock forward by more than the margin does shorten
+    every lease."""
+    return max(MIN_MARGIN, ttl / 4)
 
 
 class LeaseRenewer(ABC):
