@@ -44,6 +44,7 @@ try:
     import strands
     from strands.handlers.callback_handler import PrintingCallbackHandler
     from strands.middleware.stages import ExecuteToolStage
+    from strands.types._events import ToolInterruptEvent
     from strands.types._snapshot import Snapshot
     from strands.types.events import ToolResultEvent
     from strands.types.session import decode_bytes_values, encode_bytes_values
@@ -136,16 +137,30 @@ def journal(ctx: RunContext) -> Any:
             async for event in next_fn(context):
                 if isinstance(event, ToolResultEvent):
                     ran.append(event)
+                elif isinstance(event, ToolInterruptEvent):
+                    raise _Halted(event)
             if not ran:
                 raise RuntimeError(f"the tool {use['name']!r} gave no result")
             return encode_bytes_values(to_jsonable_python(ran[-1]["tool_result"], fallback=str))
 
-        recorded = await ctx.effect(KEY_PREFIX + str(use["toolUseId"]), invoke,
-                                    tool=use["name"], args=use.get("input"),
-                                    tool_call_id=str(use["toolUseId"]))
+        try:
+            recorded = await ctx.effect(KEY_PREFIX + str(use["toolUseId"]), invoke,
+                                        tool=use["name"], args=use.get("input"),
+                                        tool_call_id=str(use["toolUseId"]))
+        except _Halted as halted:  # the tool asked a person: it runs again when answered
+            yield halted.event
+            return
         yield ran[-1] if ran else ToolResultEvent(tool_result(use, recorded))
 
     return middleware
+
+
+class _Halted(Exception):
+    """A tool interrupted itself (``tool_context.interrupt``): it has no result yet."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__("the tool interrupted")
+        self.event = event
 
 
 def tool_result(use: Any, recorded: Any) -> Any:
