@@ -77,7 +77,7 @@ async def test_a_tool_loop_runs_its_tool_once_and_folds_as_stored(
     assert folded["messages"] == messages
     # The model saw the tool's result in the framework's own history.
     assert model.requests[1]["messages"][-1]["tool_call_id"] == host.sent_call_id("p-w1")
-    assert model.requests[1]["messages"][-1]["content"] == "sunny in Oslo"
+    assert model.requests[1]["messages"][-1]["content"] == host.model_sees("sunny in Oslo")
 
 
 @pytest.mark.parametrize("host", params())

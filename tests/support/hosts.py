@@ -5,6 +5,7 @@ a real ``outlast serve`` for a host (tests/integration/test_framework_hosts*.py)
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ class Host:
     target: str  # the test agent, module:attr
     # Approval answers and what follows: payload, tool lines run, text in the result.
     answers: tuple[tuple[str, dict[str, Any], list[str], str], ...]
+    # A tool's text result as the framework's own model client sends it to the model.
+    model_sees: Callable[[str], str] = str
     # The id the framework's own model client sends for a call the scripted model made,
     # when it is the only one in the request.
     sent_call_id: Callable[[str], str] = str
@@ -60,6 +63,13 @@ HOSTS = {
         # The agent's approval hook applies the arguments a person edited.
         (APPROVED, DENIED,
          ("edited", EDITED, ["send_email bo@example.com Hi"], "sent to bo@example.com"))),
+    "adk": Host(
+        "adk", "google.adk", "outlast.agents.adk:factory", "OUTLAST_ADK_AGENT",
+        "tests.support.adk_agents:weather_agent",
+        # ADK confirms a call only as the model made it: edited arguments are refused.
+        (APPROVED, DENIED, ("edited", EDITED, [], "edited")),
+        # ADK sends a tool's value to the model wrapped, as {"result": value}.
+        model_sees=lambda text: json.dumps({"result": text})),
     "agno": Host(
         "agno", "agno", "outlast.agents.agno:factory", "OUTLAST_AGNO_AGENT",
         "tests.support.agno_agents:weather_agent",
