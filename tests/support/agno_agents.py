@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from agno.run import RunContext  # resolved by Agno in note_visit's signature
+
 from tests.support.tool_log import record, slow_step
 
 
@@ -31,3 +33,22 @@ def weather_agent(settings: Any = None) -> Any:
                        api_key="unused")
     return Agent(name="weather", model=model, instructions="Be brief.",
                  tools=[get_weather, slow_step, send_email], telemetry=False)
+
+
+def note_visit(run_context: RunContext) -> str:
+    """Count one more visit in Agno's own session state."""
+    state = run_context.session_state if run_context.session_state is not None else {}
+    state["visits"] = int(state.get("visits", 0)) + 1
+    record(f"note_visit {state['visits']}")
+    return f"visit {state['visits']}"
+
+
+def visits_agent(settings: Any = None) -> Any:
+    """``note_visit``: a tool that counts visits in Agno's session state."""
+    from agno.agent import Agent
+    from agno.models.openai import OpenAIChat
+
+    model = OpenAIChat(id="fake", base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
+                       api_key="unused")
+    return Agent(name="visits", model=model, instructions="Be brief.", tools=[note_visit],
+                 session_state={"visits": 0}, telemetry=False)
