@@ -1,9 +1,11 @@
-"""A Strands agent for the host's tests: the framework's own OpenAI model client pointed at
-the scripted model server (``$OUTLAST_OPENAI_BASE_URL``); a ``BeforeToolCallEvent`` hook
-asks a person (``event.interrupt``) before any ``send_email``. Each tool execution appends
-a line to ``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
+"""Strands agents for the host's tests: the framework's own OpenAI model client pointed at
+the scripted model server (``$OUTLAST_OPENAI_BASE_URL``). ``weather_agent`` (the contract
+suite's): a ``BeforeToolCallEvent`` hook asks a person (``event.interrupt``) before any
+``send_email``. ``hitl_agent``: the SDK's ``HumanInTheLoop`` intervention, the agent's own
+state, a tool that asks from inside. Each tool execution appends a line to
+``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Strands reads the tools' type hints.
 
 import os
 from typing import Any
@@ -47,3 +49,42 @@ def weather_agent(settings: Any = None) -> Any:
                   tools=[get_weather, tool(slow_step), send_email])
     agent.add_hook(approve_email, BeforeToolCallEvent)
     return agent
+
+
+def hitl_agent(settings: Any = None) -> Any:
+    """The SDK's ``HumanInTheLoop`` intervention asks before ``send_email``; ``count``
+    keeps a tally in the agent's own state; ``deploy`` asks a person from inside its body
+    (``tool_context.interrupt``)."""
+    from strands import Agent, ToolContext, tool
+    from strands.models.openai import OpenAIModel
+    from strands.vended_interventions.hitl import HumanInTheLoop
+
+    @tool
+    def send_email(to: str, subject: str) -> str:
+        """Send an email."""
+        record(f"send_email {to} {subject}")
+        return f"sent to {to}"
+
+    @tool(context=True)
+    def count(tool_context: ToolContext) -> str:
+        """Count one more."""
+        state = tool_context.agent.state
+        state.set("count", int(state.get("count") or 0) + 1)
+        record(f"count {state.get('count')}")
+        return f"count is {state.get('count')}"
+
+    @tool(context=True)
+    def deploy(target: str, tool_context: ToolContext) -> str:
+        """Deploy to a target (asks a person first)."""
+        record(f"deploy asks {target}")
+        answer = tool_context.interrupt("deploy-ok", reason=f"Deploy to {target}?")
+        if not (isinstance(answer, dict) and answer.get("approved")):
+            return f"not deployed to {target}"
+        record(f"deploy {target}")
+        return f"deployed to {target}"
+
+    model = OpenAIModel(client_args={"base_url": os.environ["OUTLAST_OPENAI_BASE_URL"],
+                                     "api_key": "unused"}, model_id="fake")
+    return Agent(model=model, system_prompt="Be brief.", callback_handler=None,
+                 tools=[send_email, count, deploy],
+                 interventions=[HumanInTheLoop(allowed_tools=["count", "deploy"])])
