@@ -3,6 +3,7 @@ and approvals as one line each), JSON for scripts, control commands, and bad inp
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pty
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from outlast.cli.main import build_parser
 from tests.support.runs import stored_log
 from tests.support.server import ServerProcess, collect, demo_input, wait_for
 
@@ -86,16 +88,20 @@ async def test_tail_shows_a_run_as_a_person_reads_it(
         assert lines.count(f"assistant: {text}") == 1, (text, lines)
     calls = [e for e in stored if e["type"] == "TOOL_CALL_START"]
     tool_lines = [line for line in lines if line.startswith("tool ")]
-    assert len(tool_lines) == len(calls) == 2
-    assert tool_lines[0].startswith("tool search_docs(step=1, target=module_1.py) -> "
-                                    "search_docs finished step 1")
-    assert tool_lines[1] == "tool read_file(step=2, target=module_2.py)"  # awaits approval
+    assert tool_lines == ["tool search_docs(step=1, target=module_1.py)",  # whole lines
+                          "tool read_file(step=2, target=module_2.py)"]  # awaits approval
+    assert len(calls) == 2
+    # A result on a line of its own, labelled by its tool, right after its call here.
+    results = [i for i, line in enumerate(lines) if line.startswith("  -> ")]
+    assert len(results) == 1
+    assert lines[results[0]].startswith("  -> search_docs: search_docs finished step 1")
+    assert lines[results[0] - 1] == tool_lines[0]
     approvals = [line for line in lines if line.startswith("approval needed: ")]
     assert len(approvals) == 1 and "read_file" in approvals[0]
     assert "outlast answer cli-t2 --approve" in approvals[0]
     assert lines[-1] == "run interrupted: waiting for an answer"
     assert lines[0] == "run cli-r2 on thread cli-t2"
-    assert len(lines) == 1 + len(texts) + len(calls) + 2
+    assert len(lines) == 1 + len(texts) + len(calls) + len(results) + 2
     assert not any(line.lstrip().startswith("{") or '"type"' in line for line in lines)
     assert "\x1b[" not in out.stdout and out.stderr == ""
 
@@ -144,12 +150,24 @@ async def test_tail_resumes_after_the_server_restarts(
     proc = subprocess.Popen([sys.executable, "-m", "outlast.cli.main", "tail", "cli-r3",
                              "--json", "--url", first.url], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    # As a person sees it: both streams on one terminal.
+    text = subprocess.Popen([sys.executable, "-m", "outlast.cli.main", "--url", first.url,
+                             "tail", "cli-r3"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     await wait_for(lambda: _has_output(proc), timeout=20)
+    await wait_for(lambda: _has_output(text), timeout=20)
     first.kill()  # the tail loses its connection mid-run
     second = server_factory("--port", port, data_dir=data)  # same address, same data
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "note: connection lost" in err and "Traceback" not in err
+    shown = text.communicate(timeout=120)[0].splitlines()
+    assert text.returncode == 0, shown
+    notes = [line for line in shown if "note: " in line]
+    assert notes and all(line.startswith("note: ") for line in notes), shown
+    calls = [line for line in shown if line.startswith("tool ")]
+    assert calls and all(line.endswith(".py)") for line in calls), shown
+    assert shown[-1] == "run succeeded", shown
     events = [json.loads(line) for line in out.splitlines()]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), "each once, in order"
     assert events[-1]["event"]["type"] == "RUN_FINISHED"
@@ -286,3 +304,39 @@ def test_serve_tunes_the_interpreter_it_runs_in() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "tuned", done.stderr
+
+
+def test_outlast_alone_lists_its_commands() -> None:
+    out = subprocess.run([sys.executable, "-m", "outlast.cli.main"], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    listed = [line.split()[0] for line in out.stdout.splitlines() if line.startswith("   ")]
+    parser = build_parser()
+    every = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert listed == list(every.choices), out.stdout
+    assert {"serve", *COMMANDS, "gc"} <= set(listed)
+    for line in out.stdout.splitlines():  # one line each, with what it does
+        if line.startswith("   "):
+            assert len(line.split()) > 2, line
+    assert "outlast COMMAND --help" in out.stdout
+
+
+async def test_url_token_and_json_go_before_the_command_too(
+        server: ServerProcess, client: httpx.AsyncClient) -> None:
+    await finished_run(client, "cli-t8", "cli-r8", steps=1)
+    base = [sys.executable, "-m", "outlast.cli.main"]
+    env = {k: v for k, v in os.environ.items() if k not in ("OUTLAST_URL", "OUTLAST_TOKEN")}
+    out = subprocess.run([*base, "--url", server.url, "--json", "threads"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line)["threadId"] for line in out.stdout.splitlines()] == ["cli-t8"]
+    out = subprocess.run([*base, "--url", server.url, "--token", "t", "run", "cli-r8"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0 and out.stdout.startswith("run cli-r8  succeeded"), out
+    # After the command wins over before it.
+    out = subprocess.run([*base, "--url", "http://127.0.0.1:9", "run", "cli-r8", "--url",
+                          server.url], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run([*base, "--url", server.url, "serve"], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert out.returncode == 2 and "--url goes with the client commands" in out.stderr

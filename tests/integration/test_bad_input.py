@@ -68,6 +68,20 @@ CASES = [
      "run-id-punctuation"),
     ("POST", "/agents/demo", {"json": body(resume=[{"status": "resolved"}])},
      422, "invalid_request", "resume-without-interrupt-id"),
+    # POST /agents/{agent}: a body declared as something other than JSON
+    ("POST", "/agents/demo", {"content": json.dumps(body()).encode(),
+                              "headers": {"Content-Type": "text/plain"}},
+     415, "unsupported_media_type", "json-declared-as-text"),
+    ("POST", "/agents/demo", {"content": json.dumps(body()).encode(),
+                              "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+     415, "unsupported_media_type", "json-declared-as-a-form"),
+    # POST /agents/demo: the demo's knobs are the agent's input, checked at admission
+    ("POST", "/agents/demo", {"json": body(forwardedProps={"demo": {"steps": "lots"}})},
+     422, "invalid_request", "demo-knob-of-the-wrong-type"),
+    ("POST", "/agents/demo", {"json": body(forwardedProps={"demo": {"stepz": 3}})},
+     422, "invalid_request", "demo-knob-unknown"),
+    ("POST", "/agents/demo", {"json": body(forwardedProps={"demo": {"approve_at": 2}})},
+     422, "invalid_request", "demo-knob-not-a-list"),
     # POST /agents/{agent}: the URL and headers
     ("POST", "/agents/nobody", {"json": body()}, 404, "agent_not_found", "unknown-agent"),
     ("POST", "/agents/demo", {"json": body(), "headers": {"Last-Event-ID": "abc"}},
@@ -82,6 +96,15 @@ CASES = [
      422, "invalid_request", "on-disconnect-unknown"),
     ("POST", "/agents/demo", {"json": body(), "headers": {"Idempotency-Key": "a key"}},
      422, "invalid_request", "idempotency-key-space"),
+    ("POST", "/agents/demo", {"json": body(), "headers": {"Outlast-Webhook": "not a url"}},
+     422, "invalid_request", "webhook-not-a-url"),
+    # A hydration (no messages, no resume) checks the header the same way
+    ("POST", "/agents/demo", {"json": body(threadId="known-t", messages=[]),
+                              "headers": {"Outlast-Webhook": "not a url"}},
+     422, "invalid_request", "hydration-webhook-not-a-url"),
+    ("POST", "/agents/demo", {"json": body(threadId="known-t", messages=[]),
+                              "headers": {"Outlast-Webhook": "https://elsewhere.example/x"}},
+     422, "invalid_request", "hydration-webhook-not-allowed"),
     # Runs and threads that do not exist
     ("GET", "/runs/nope-r", {}, 404, "run_not_found", "unknown-run"),
     ("GET", "/runs/nope-r/events", {}, 404, "run_not_found", "unknown-run-events"),
@@ -168,3 +191,46 @@ async def test_a_body_over_the_limit_is_refused_with_payload_too_large(
     assert row_counts(srv) == rows
     assert (await client.get("/threads")).json() == threads
     assert (await client.get("/threads/big-t")).status_code == 404
+
+
+async def test_a_knob_of_the_wrong_type_is_named(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/agents/demo", json=body(
+        threadId="knob-t", runId="knob-r", forwardedProps={"demo": {"steps": "lots"}}))
+    assert resp.status_code == 422
+    error = resp.json()["error"]
+    assert error["field"] == "forwardedProps.demo.steps"
+    assert "forwardedProps.demo.steps must be a whole number" in error["message"]
+    assert '"lots"' in error["message"]
+    assert (await client.get("/threads/knob-t")).status_code == 404
+
+
+async def test_a_json_body_without_content_type_is_read_as_json(
+        client: httpx.AsyncClient) -> None:
+    raw = json.dumps(body(threadId="untyped-t", runId="untyped-r")).encode()
+    resp, frames = await collect(client, "POST", "/agents/demo", content=raw)
+    assert "content-type" not in resp.request.headers
+    assert resp.status_code == 200 and frames[-1].event["type"] == "RUN_FINISHED"
+    refused = await client.post("/agents/demo", content=raw,
+                                headers={"Content-Type": "text/plain"})
+    message = refused.json()["error"]["message"]
+    assert refused.status_code == 415 and "Content-Type: application/json" in message
+    forked = await client.post("/threads/untyped-t/fork", content=b"{}")
+    assert forked.status_code == 201, forked.text
+
+
+@pytest.mark.parametrize(("method", "path", "allow"), [
+    ("OPTIONS", "/threads/known-t", "GET, DELETE"),
+    ("POST", "/threads/known-t", "GET, DELETE"),
+    ("GET", "/runs/known-r/cancel", "POST"),
+    ("DELETE", "/agents/demo", "POST"),
+    ("PUT", "/threads", "GET"),
+])
+async def test_a_405_lists_every_method_the_path_serves(
+        client: httpx.AsyncClient, method: str, path: str, allow: str) -> None:
+    resp = await client.request(method, path)
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == allow
+    error = resp.json()["error"]
+    assert error["code"] == "method_not_allowed" and allow in error["message"]
+    if "GET" in allow:  # (the others would change what the module's tests read)
+        assert (await client.get(path)).status_code == 200

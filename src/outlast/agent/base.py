@@ -22,6 +22,16 @@ class AgentError(Exception):
         self.code = code
 
 
+class InvalidInput(ValueError):
+    """Raised by ``Agent.check_input``: the request is refused with 422
+    ``invalid_request`` before anything is stored; ``field`` names what to change."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
 class RunSuspended(BaseException):
     """Raised by ``ctx.interrupt``: the run ends waiting for human input.
 
@@ -196,6 +206,12 @@ class Agent(ABC):
     """
 
     capabilities: Capabilities = Capabilities()
+
+    def check_input(self, run_input: RunAgentInput) -> None:
+        """Refuse a request this agent cannot run, at admission, before anything is
+        stored: raise ``InvalidInput`` (a 422 naming its ``field``). Accepts all by
+        default; it must not block or have side effects."""
+        return None
 
     @abstractmethod
     async def run(self, ctx: RunContext) -> Any:

@@ -14,11 +14,21 @@ import asyncio
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from outlast.agent import NOT_DONE, Agent, AgentError, Capabilities, RunContext, in_doubt
+from ag_ui.core import RunAgentInput
+
+from outlast.agent import (
+    NOT_DONE,
+    Agent,
+    AgentError,
+    Capabilities,
+    InvalidInput,
+    RunContext,
+    in_doubt,
+)
 
 TOOLS = [
     ("search_docs", "Searching the documentation for the relevant API"),
@@ -27,11 +37,41 @@ TOOLS = [
     ("run_tests", "Running the test suite"),
     ("write_report", "Writing up what changed and why"),
 ]
-WORDS = (
-    "the agent keeps working while your phone sleeps and every token it writes is stored "
-    "before anyone sees it so a reload picks up exactly where the stream left off with "
-    "nothing repeated and nothing lost along the way through each careful step"
-).split()
+# What the demo says after each message's lead, a whole sentence at a time.
+FILLER = (
+    "The run keeps going while your phone sleeps.",
+    "Every token is stored before anyone sees it.",
+    "Nothing is repeated.",
+    "A reload picks up where the stream left off.",
+    "Nothing is lost.",
+    "Each step is written down first.",
+    "The work goes on.",
+)
+LIMITS = {"steps": 1000, "step_delay_ms": 100_000, "tokens_per_message": 100_000,
+          "token_delay_ms": 100_000}
+
+
+def filler(budget: int, salt: int) -> list[str]:
+    """Whole sentences of ``FILLER``, at most ``budget`` words in all, from ``salt`` on."""
+    words: list[str] = []
+    for i in range(budget):  # each round adds a sentence or ends
+        for j in range(len(FILLER)):
+            sentence = FILLER[(salt + i + j) % len(FILLER)].split()
+            if len(words) + len(sentence) <= budget:
+                words += sentence
+                break
+        else:
+            return words
+    return words
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass
@@ -50,24 +90,37 @@ class Knobs:
 
     @classmethod
     def parse(cls, props: Any) -> Knobs:
+        """The knobs of ``forwardedProps``; ``InvalidInput`` naming the first knob of the
+        wrong type or range, or one the demo does not know (a typo would pass unseen)."""
         raw = props.get("demo") if isinstance(props, dict) else None
-        if not isinstance(raw, dict):
+        if raw is None:
             return cls()
+        where = "forwardedProps.demo"
+        if not isinstance(raw, dict):
+            raise InvalidInput(f"{where} must be an object of knobs", field=where)
         knobs = cls()
-        for name in ("steps", "step_delay_ms", "tokens_per_message", "token_delay_ms"):
-            value = raw.get(name)
-            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100_000:
-                setattr(knobs, name, value)
-        knobs.steps = min(knobs.steps, 1000)
-        approve = raw.get("approve_at")
-        if isinstance(approve, list):
-            knobs.approve_at = [a for a in approve if isinstance(a, int)]
-        fail = raw.get("fail_at")
-        if isinstance(fail, int) and not isinstance(fail, bool):
-            knobs.fail_at = fail
-        for flag in ("reconcile", "think", "delegate"):
-            if isinstance(raw.get(flag), bool):
-                setattr(knobs, flag, raw[flag])
+        known = {f.name for f in fields(cls)}
+        for name, value in raw.items():
+            what = f"{where}.{name}"
+            if name not in known:
+                raise InvalidInput(f"{what} is not a demo knob (the knobs: "
+                                   f"{', '.join(sorted(known))})", field=what)
+            if name in LIMITS:
+                if not _is_int(value) or not 0 <= value <= LIMITS[name]:
+                    raise InvalidInput(f"{what} must be a whole number from 0 to "
+                                       f"{LIMITS[name]}, not {_shown(value)}", field=what)
+            elif name == "approve_at":
+                if not isinstance(value, list) or not all(_is_int(a) for a in value):
+                    raise InvalidInput(f"{what} must be a list of step numbers, not "
+                                       f"{_shown(value)}", field=what)
+            elif name == "fail_at":
+                if value is not None and not _is_int(value):
+                    raise InvalidInput(f"{what} must be a step number, not "
+                                       f"{_shown(value)}", field=what)
+            elif not isinstance(value, bool):
+                raise InvalidInput(f"{what} must be true or false, not {_shown(value)}",
+                                   field=what)
+            setattr(knobs, name, value)
         return knobs
 
 
@@ -96,6 +149,11 @@ class DemoAgent(Agent):
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = workspace
+
+    def check_input(self, run_input: RunAgentInput) -> None:
+        """Knobs of the wrong type or range are refused at admission (a 422 naming
+        the knob), not ignored."""
+        Knobs.parse(run_input.forwarded_props)
 
     @property
     def effects_log(self) -> Path:
@@ -294,8 +352,7 @@ class DemoAgent(Agent):
         await ctx.emit({"type": f"{kind}_START", "messageId": message_id, "role": role,
                         **tags})
         tokens = lead.split()
-        extra = max(0, knobs.tokens_per_message - len(tokens))
-        tokens += [WORDS[(salt * 7 + i) % len(WORDS)] for i in range(extra)]
+        tokens += filler(knobs.tokens_per_message - len(tokens), salt)
         for i, token in enumerate(tokens):
             await ctx.emit({"type": f"{kind}_CONTENT", "messageId": message_id,
                             "delta": token if i == 0 else " " + token, **tags})

@@ -65,6 +65,45 @@ def _boundary(text: str) -> tuple[str, int]:
     return run_id, int(seq)
 
 
+def _connection_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--url``, ``--token`` and ``--json``: after a client command, or before it (then
+    held as ``before_*`` until ``resolve_connection``, since a subcommand's defaults
+    would otherwise overwrite what was given before it)."""
+    p.add_argument("--url", dest=f"{prefix}url", default=None, metavar="URL",
+                   help=f"the service (default: $OUTLAST_URL or {DEFAULT_URL})")
+    p.add_argument("--token", dest=f"{prefix}token", default=None,
+                   help="bearer token (default: $OUTLAST_TOKEN)")
+    p.add_argument("--json", dest=f"{prefix}json", action="store_true", default=False,
+                   help="print JSON, one object a line")
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """Accept ``--url``, ``--token`` and ``--json`` before the command too
+    (``outlast --url U threads``)."""
+    _connection_options(parser, prefix="before_")
+
+
+def resolve_connection(ns: argparse.Namespace) -> str | None:
+    """Settle ``--url``, ``--token`` and ``--json`` (after the command, else before it,
+    else the environment); what is wrong with them, or None."""
+    before = {k: getattr(ns, f"before_{k}", None) for k in ("url", "token", "json")}
+    if not hasattr(ns, "url"):  # not a client command
+        given = [f"--{k}" for k, v in before.items() if v]
+        if not given:
+            return None
+        verb = "goes" if len(given) == 1 else "go"
+        return f"{' and '.join(given)} {verb} with the client commands, not {ns.command}"
+    # A value equal to the environment's is a default (``gc`` fills its own in).
+    env = {"url": os.environ.get("OUTLAST_URL", DEFAULT_URL),
+           "token": os.environ.get("OUTLAST_TOKEN")}
+    for k, default in env.items():
+        after = getattr(ns, k)
+        if after is None or after == default:
+            setattr(ns, k, before[k] or default or (DEFAULT_URL if k == "url" else None))
+    ns.json = bool(getattr(ns, "json", False) or before["json"])
+    return None
+
+
 def add_commands(sub: Any) -> None:
     """Register the inspect and control commands on ``outlast``'s subparsers."""
 
@@ -73,11 +112,7 @@ def add_commands(sub: Any) -> None:
             name, help=purpose, description=purpose + ".",
             epilog=f"example:\n  {example}\n{COMMON_HELP}",
             formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("--url", default=os.environ.get("OUTLAST_URL", DEFAULT_URL),
-                       help="the service (default: $OUTLAST_URL or %(default)s)")
-        p.add_argument("--token", default=os.environ.get("OUTLAST_TOKEN"),
-                       help="bearer token (default: $OUTLAST_TOKEN)")
-        p.add_argument("--json", action="store_true", help="print JSON, one object a line")
+        _connection_options(p)
         return p
 
     p = command("threads", "List your threads, newest first", "outlast threads --status busy")
@@ -232,6 +267,12 @@ def _tail(c: Client, ns: argparse.Namespace, style: Style) -> None:
 def tail(c: Client, run_id: str, after: int, *, as_json: bool, style: Style) -> None:
     """Print the run's stored events after ``after`` until its final event."""
     printer = TailPrinter(sys.stdout, style)
+    # A reconnection note (stderr) ends the line being streamed first: the terminal
+    # shows both streams, and the note must not land in the middle of a message.
+    notes = _BreakLineFirst(printer)
+    handlers = list(logging.getLogger("outlast.client").handlers)
+    for h in handlers:
+        h.addFilter(notes)
     try:
         for seq, event in c.events(run_id, after):
             if as_json:
@@ -239,8 +280,22 @@ def tail(c: Client, run_id: str, after: int, *, as_json: bool, style: Style) -> 
             else:
                 printer.event(event)
     finally:
+        for h in handlers:
+            h.removeFilter(notes)
         if not as_json:
             printer.close()
+
+
+class _BreakLineFirst(logging.Filter):
+    """Lets every record through, having ended the printer's unfinished line."""
+
+    def __init__(self, printer: TailPrinter) -> None:
+        super().__init__()
+        self.printer = printer
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.printer.break_line()
+        return True
 
 
 def _cancel(c: Client, ns: argparse.Namespace, style: Style) -> None:

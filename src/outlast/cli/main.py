@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = OneLineParser(prog="outlast", description="Durable AG-UI agent runs.")
     parser.add_argument("--version", action="version", version=client.version_text())
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    client.add_connection_options(parser)
+    # Not required: with no command, ``main`` lists them all (as ``git`` does).
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     _add_serve(sub)
     client.add_commands(sub)
     from outlast.cli import gc
@@ -43,10 +45,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_list(parser: argparse.ArgumentParser) -> str:
+    """What ``outlast`` alone prints: every command on one line, as ``git`` does."""
+    commands = next(a for a in parser._actions
+                    if isinstance(a, argparse._SubParsersAction))
+    helps = [(c.dest, c.help or "") for c in commands._choices_actions]
+    width = max(len(name) for name, _ in helps)
+    lines = [f"   {name.ljust(width)}   {text}" for name, text in helps]
+    return (f"usage: {parser.prog} [--url URL] [--token TOKEN] [--json] COMMAND [ARGS]\n\n"
+            "commands:\n" + "\n".join(lines) +
+            f"\n\n'{parser.prog} COMMAND --help' shows a command's options and an example.\n")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console script entry point."""
     parser = build_parser()
     ns = parser.parse_args(argv)
+    if ns.command is None:
+        print(command_list(parser), end="")
+        raise SystemExit(2)
+    from outlast.cli import client
+
+    problem = client.resolve_connection(ns)
+    if problem:
+        parser.error(problem)
     if ns.command == "serve":
         from outlast.cli.serve import serve
 
@@ -61,8 +83,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         from outlast.cli import gc
 
         sys.exit(gc.run(ns))
-    from outlast.cli import client
-
     problem = client.problem(ns)
     if problem:
         parser.error(problem)  # one line and exit status 2, like argparse's own

@@ -170,7 +170,7 @@ def thread_text(t: Thread, style: Style) -> str:
 
 class TailPrinter:
     """Prints a run's events as a person reads them: streamed text on one line per
-    message prefixed by its role, one line per tool call with its result, the
+    message prefixed by its role, one line per tool call and one per its result, the
     approvals asked for, and how the run ended. State changes print nothing."""
 
     def __init__(self, out: TextIO, style: Style) -> None:
@@ -226,10 +226,10 @@ class TailPrinter:
                                          {"name": "tool", "args": ""})
             call["args"] += str(event.get("delta") or "")
         elif kind == "TOOL_CALL_END":
-            cid = str(event.get("toolCallId"))
-            call = self.calls.get(cid, {"name": "tool", "args": ""})
-            self._open(f"tool:{cid}", f"{s.bold('tool')} {call['name']}"
-                       f"({short_args(call['args'])})")
+            # A whole line at once: its result may come much later (an approval), and
+            # a note on stderr in between must not join it.
+            call = self.calls.get(str(event.get("toolCallId")), {"name": "tool", "args": ""})
+            self._line(f"{s.bold('tool')} {call['name']}({short_args(call['args'])})")
         elif kind == "TOOL_CALL_RESULT":
             self._result(event)
         elif kind == "RUN_FINISHED":
@@ -245,14 +245,17 @@ class TailPrinter:
         self.out.flush()
 
     def _result(self, event: dict[str, Any]) -> None:
-        cid = str(event.get("toolCallId"))
+        """A tool's result, on its own line, labelled by the tool's name (as ``outlast
+        thread`` shows it)."""
+        name = self.calls.get(str(event.get("toolCallId")), {}).get("name", "tool")
         summary = short(content_text(event.get("content")), 80)
-        if self.owner == f"tool:{cid}":
-            self.out.write(f" {self.style.dim('->')} {summary}\n")
-            self.owner = None
-        else:
-            name = self.calls.get(cid, {}).get("name", "tool")
-            self._line(f"  {self.style.dim('->')} {name}: {summary}")
+        self._line(f"  {self.style.dim('->')} {name}: {summary}")
+
+    def break_line(self) -> None:
+        """End an unfinished line before something else (a note on stderr) is shown."""
+        if self.owner is not None:
+            self._end_line()
+            self.out.flush()
 
     def _finished(self, event: dict[str, Any]) -> None:
         s = self.style

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from outlast.agent import in_doubt
+from ag_ui.core import RunAgentInput
+
+from outlast.agent import Agent, InvalidInput, in_doubt
 from outlast.engine.history import ResentHistory
 from outlast.engine.limits import PrincipalLimits
 from outlast.errors import InvalidAnswer, InvalidRequest
@@ -83,6 +85,18 @@ def check_answer(interrupt: dict[str, Any], answer: ResumeAnswer) -> None:
     if problem is not None:
         raise InvalidAnswer(f"interrupt {answer.interrupt_id!r}: {problem}",
                             interruptId=answer.interrupt_id)
+
+
+def check_agent_input(agent: Agent, body: dict[str, Any]) -> None:
+    """The agent's own check of a request (``Agent.check_input``), before anything is
+    stored: its refusal is the client's 422."""
+    if type(agent).check_input is Agent.check_input:
+        return  # accepts everything: no need to build the model
+    try:
+        agent.check_input(RunAgentInput.model_validate(body))
+    except InvalidInput as exc:
+        fields = {"field": exc.field} if exc.field else {}
+        raise InvalidRequest(exc.message, **fields) from None
 
 
 def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOptions,

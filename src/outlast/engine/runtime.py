@@ -20,7 +20,12 @@ from outlast import logs
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
 from outlast.engine import limits, retention, storage
-from outlast.engine.admission import RunOptions, admit_request, check_tool_results
+from outlast.engine.admission import (
+    RunOptions,
+    admit_request,
+    check_agent_input,
+    check_tool_results,
+)
 from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.history import ResentHistory
@@ -198,11 +203,12 @@ class Engine(EdgeReads):
     async def admit(self, owner: str, agent: str, body: dict[str, Any],
                     options: RunOptions) -> AdmitResult:
         """Admit the run of a RunAgentInput body, or attach to the one with its key (G3)."""
-        self.agent(agent)
+        host = self.agent(agent)
         if self.draining:
             raise Draining("the server is shutting down; retry on another instance")
         if options.webhook is not None:
             check_request_webhook(self.settings, options.webhook)  # before anything is stored
+        check_agent_input(host, body)
         messages = body.get("messages") or []
         await check_tool_results(self.store, owner, body["threadId"], messages)
         history = ResentHistory(messages)  # before the transaction: it holds the writer

@@ -51,7 +51,10 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
     # CDN: it works offline and behind egress filters. (ReDoc has no packaged assets.)
     app = FastAPI(title="outlast", version="0.1.0", lifespan=app_lifespan if lifespan else None,
                   description="Durable, connection-independent agent runs over AG-UI.",
-                  responses=errors.ERROR_RESPONSES, docs_url=None, redoc_url=None)
+                  responses=errors.ERROR_RESPONSES, docs_url=None, redoc_url=None,
+                  # A body without Content-Type is read as JSON (JsonBodyRoute refuses
+                  # any other declared type with 415).
+                  strict_content_type=False)
     app.state.engine = engine
     app.state.principals = principals or Principals()
     errors.install(app)

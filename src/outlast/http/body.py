@@ -4,6 +4,7 @@ against slow clients, and JSON the store and the streams can carry."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -27,6 +28,39 @@ DRAIN_LIMIT = 4 << 20
 
 def _too_large(limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"the body is over the limit of {limit} bytes", limit=limit)
+
+
+class UnsupportedMediaType(OutlastError):
+    """The body is declared as something other than JSON."""
+
+    code = "unsupported_media_type"
+
+
+async def check_json_type(request: Request, within: float) -> None:
+    """A body declared JSON (``application/json``, ``…+json``) or not declared at all
+    (then read as JSON: curl and many scripts send none); any other type is a 415
+    that says what to send, not a confusing "not a valid dictionary"."""
+    declared = request.headers.get("content-type")
+    if not declared:
+        return
+    kind = declared.split(";", 1)[0].strip().lower()
+    if kind == "application/json" or (kind.startswith("application/") and
+                                      kind.endswith("+json")):
+        return
+    # Read and drop the body first (as read_json does past its limit): closing on
+    # unread data resets the connection, and the answer would be lost.
+    size = 0
+    with contextlib.suppress(TimeoutError, ClientDisconnect):
+        async with asyncio.timeout(within):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > DRAIN_LIMIT:
+                    break
+    hint = " (curl -d sends that: add -H 'content-type: application/json')" \
+        if kind == "application/x-www-form-urlencoded" else ""
+    raise UnsupportedMediaType(f"the body must be JSON, sent with Content-Type: "
+                               f"application/json or none, not {declared[:80]!r}{hint}",
+                               contentType=declared[:80])
 
 
 class RequestTimeout(OutlastError):
@@ -122,6 +156,7 @@ class JsonBodyRoute(APIRoute):
         async def read_then_handle(request: Request) -> Response:
             await request.app.state.principals.resolve(request)
             settings = request.app.state.engine.settings
+            await check_json_type(request, settings.body_timeout)
             await read_json(request, settings.max_body_bytes, settings.body_timeout)
             return await handler(request)
 

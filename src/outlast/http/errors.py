@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from outlast.errors import LimitExceeded, OutlastError, StoreUnavailable
 
@@ -37,6 +38,7 @@ STATUS: dict[str, int] = {
     "invalid_last_event_id": 400,
     "run_compacted": 410,
     "payload_too_large": 413,
+    "unsupported_media_type": 415,
     "request_timeout": 408,
     "headers_too_large": 431,
     "method_not_allowed": 405,
@@ -89,6 +91,19 @@ def error_response(code: str, message: str, *,
                         headers=extra or None)
 
 
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path: Starlette's 405 names
+    only the first route that matched the path (``GET /threads/{id}``, not its
+    ``DELETE``)."""
+    routes = request.app.router.routes
+    return [method for method in METHODS
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+                   for route in routes)]
+
+
 def install(app: FastAPI) -> None:
     """Register the exception handlers."""
 
@@ -111,13 +126,19 @@ def install(app: FastAPI) -> None:
         ]
         return error_response("invalid_request", "the request is not valid", problems=problems)
 
-    async def http(_: Request, exc: Exception) -> JSONResponse:
+    async def http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 404:
             return error_response("not_found", "no such resource")
         if exc.status_code == 405:
-            return error_response("method_not_allowed", "method not allowed",
-                                  response_headers=exc.headers)  # keeps ``Allow``
+            allow = allowed_methods(request)
+            if not allow or request.method in allow:  # refused inside a mount: static files
+                given = (exc.headers or {}).get("Allow", "")
+                allow = [m.strip() for m in given.split(",")] if given else ["GET", "HEAD"]
+            return error_response(
+                "method_not_allowed",
+                f"{request.method} is not served here; this path serves {', '.join(allow)}",
+                response_headers={**(exc.headers or {}), "Allow": ", ".join(allow)})
         return JSONResponse(error_body("http_error", str(exc.detail)),
                             status_code=exc.status_code, headers=exc.headers)
 

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Header, Request
 
 from outlast.agent import Capabilities
 from outlast.engine.admission import RunOptions
+from outlast.engine.webhooks import check_request_webhook
 from outlast.errors import Draining
 from outlast.http.bodies import RunAgentInput, check_limits
 from outlast.http.body import JsonBodyRoute, body_of, release_body
@@ -101,6 +102,8 @@ async def run_agent(
                                        s.multitask, "Outlast-Multitask"))
     if idempotency_key is not None:
         check_id(idempotency_key, "Idempotency-Key", s.max_id_length)
+    if webhook is not None:  # every POST here, a hydration too: one rule for the header
+        check_request_webhook(s, webhook)
     # Admitted as it arrived: the validated model would re-serialize it differently.
     body: dict[str, Any] = check_limits(body_of(request), s)
     legacy = is_legacy(agent_input.protocol_version)
