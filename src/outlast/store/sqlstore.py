@@ -13,22 +13,16 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from outlast.errors import (
-    IdempotencyConflict,
-    InterruptExpired,
-    InterruptNotPending,
     LeaseLost,
-    ResumeIncomplete,
-    RunAlreadyActive,
-    RunIdConflict,
     ThreadBusy,
     ThreadIdConflict,
     ThreadNotFound,
 )
 from outlast.protocol.jsonutil import dumps
+from outlast.store import sql_admission as admission
 from outlast.store.base import (
     AdmitRequest,
     AdmitResult,
@@ -134,104 +128,18 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
         raise AssertionError("unreachable")
 
     async def _admit(self, c: Conn, req: AdmitRequest) -> AdmitResult:
-        # G3 across processes: take the thread's row lock before reading anything,
-        # so a concurrent duplicate sees the winner's idempotency record and attaches.
-        await c.run("thread_insert", owner=req.owner, id=req.thread_id, title=req.title,
-                    now=req.now)
-        thread = await c.one("thread_lock", owner=req.owner, id=req.thread_id)
-        assert thread is not None
-        tid = thread["tid"]
-        keys = await c.one("admission_keys", owner=req.owner, key=req.key, run_id=req.run_id)
-        assert keys is not None
-        if keys["rid"] is not None:
-            row = await c.one("run_get_rid", rid=keys["rid"])
-            assert row is not None
-            if keys["fingerprint"] != req.fingerprint:
-                raise IdempotencyConflict(
-                    "this idempotency key was used with a different request body",
-                    key=req.key,
-                )
-            return AdmitResult(RunRecord.from_row(row), created=False)
-        if keys["run_id_taken"]:
-            raise RunIdConflict(
-                "this runId is already used by another request; choose a new runId",
-                runId=req.run_id,
-            )
+        """One admission in the caller's write transaction, step by step
+        (``sql_admission``): a refused one raises, and nothing of it stays."""
+        tid = await admission.lock_thread(c, req)
+        attached = await admission.attach(c, req)
+        if attached is not None:
+            return attached
         if req.limits is not None and req.limits.any:
             await check_limits(c, req.owner, req.limits, req.now)
-        held: frozenset[str] | None = None  # the resent messages the thread holds
-        if req.check_history is not None and req.resent:
-            # In the transaction, not in a read before it: one trip to the database less
-            # for every admission, and the thread cannot change in between.
-            stored = [(r["id"], r["body"]) for r in await c.all(
-                "messages_by_id", owner=req.owner, thread_id=req.thread_id,
-                ids=dumps(req.resent))]
-            req.check_history(stored)
-            held = frozenset(mid for mid, _ in stored)
-        pending = [InterruptRecord.from_row(r)
-                   for r in await c.all("interrupts_pending_for_thread", tid=tid)]
-        answers = {a.interrupt_id: a for a in req.resume}
-        if req.resume:
-            missing = [p.id for p in pending if p.id not in answers]
-            if missing:
-                raise ResumeIncomplete(
-                    "the resume must answer every pending interrupt of the thread",
-                    missing=missing,
-                )
-            for answer in req.resume:
-                row = await c.one("interrupt_get", tid=tid, id=answer.interrupt_id)
-                if row is None or row["status"] != "pending":
-                    raise InterruptNotPending(
-                        f"interrupt {answer.interrupt_id!r} is not pending",
-                        interruptId=answer.interrupt_id,
-                        status=None if row is None else row["status"],
-                    )
-                exp = row["expires_ts"]
-                if exp is not None and exp <= req.now and answer.status == "resolved":
-                    raise InterruptExpired(
-                        f"interrupt {answer.interrupt_id!r} expired; it can only be cancelled",
-                        interruptId=answer.interrupt_id,
-                    )
-                if req.check_answer is not None:
-                    req.check_answer(InterruptRecord.from_row(row).body, answer)
-        elif pending and req.has_new_input:
-            raise ResumeIncomplete(
-                "the thread is waiting for answers to its pending interrupts; "
-                "send them in resume[] (or POST /threads/{id}/resume)",
-                missing=[p.id for p in pending],
-            )
-        active = [RunRecord.from_row(r) for r in await c.all("runs_active_for_thread", tid=tid)]
-        superseded: list[RunRecord] = []
-        if active:
-            if req.strategy == "reject":
-                raise RunAlreadyActive(
-                    "the thread already has an active run", activeRunId=active[0].id
-                )
-            if req.strategy == "interrupt":
-                for run in active:
-                    await c.run("run_request_cancel", rid=run.rid)
-                    superseded.append(run)
-        row = await c.one(
-            "run_insert", owner=req.owner, id=req.run_id, tid=tid, thread_id=req.thread_id,
-            agent=req.agent, status="queued", idempotency_key=req.key,
-            fingerprint=req.fingerprint, input=req.input_json, options=req.options_json,
-            now=req.now, protocol_version=req.protocol_version,
-        )
-        assert row is not None
-        run = replace(RunRecord.from_row(row), input_json=req.input_json)  # not sent back
-        await c.run("idempotency_insert", owner=req.owner, key=req.key, rid=run.rid,
-                    fingerprint=req.fingerprint, now=req.now)
-        for answer in req.resume:
-            changed = await c.run(
-                "interrupt_answer", tid=tid, id=answer.interrupt_id, status=answer.status,
-                answered_by=req.owner, now=req.now, continuation_rid=run.rid,
-                resolution=dumps({"status": answer.status, "payload": answer.payload}),
-            )
-            if changed != 1:
-                raise InterruptNotPending(
-                    f"interrupt {answer.interrupt_id!r} is not pending",
-                    interruptId=answer.interrupt_id,
-                )
+        held = await admission.check_history(c, req)  # the resent messages the thread holds
+        await admission.check_interrupts(c, req, tid)
+        superseded = await admission.apply_multitask(c, req, tid)
+        run = await admission.insert_run(c, req, tid)
         claimed: list[RunRecord] = []
         started: dict[int, StoredEvent] = {}
         if req.claim_instance is not None and req.claim_limit > 0:
