@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import importlib
 import json
 import os
 import types
@@ -27,6 +26,8 @@ import annotated_types
 from pydantic import Field, JsonValue, SecretStr, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from outlast.targets import import_target
 
 SnapshotHook = Callable[[dict[str, Any]], Awaitable[None] | None]
 
@@ -81,6 +82,10 @@ class Settings(BaseSettings):
         "boundary", "save thread snapshots at every safe boundary or only at a run's end")
     snapshot_min_interval: float = setting(0.0, "least time between two boundary snapshots "
                                            "of a run", unit="seconds", metavar="S", ge=0)
+    app_dir: Path | None = setting(
+        None, "where --agent and --snapshot-hook modules are imported from, before the "
+        "installed packages (as uvicorn's --app-dir); default: the current directory",
+        metavar="DIR")
     snapshot_hook: SnapshotHook | None = setting(
         None, "a function called with every saved snapshot (to mirror them elsewhere)",
         metavar="module:function")
@@ -143,7 +148,7 @@ class Settings(BaseSettings):
     sqlite_synchronous: Literal["FULL", "NORMAL"] = setting(
         "FULL", "SQLite's synchronous mode; NORMAL may lose the last commits on power loss")
     extra_agents: list[str] = setting(help="register another agent (repeatable)",
-                                      metavar="name=module:factory", default_factory=list,
+                                      metavar="name=module:attr", default_factory=list,
                                       flag="--agent", env="OUTLAST_AGENTS")
     # Webhooks (G12).
     webhook_secret: SecretStr | None = setting(
@@ -180,7 +185,7 @@ class Settings(BaseSettings):
         '"runsPerMinute": 10, "tokensPerDay": 100000}} (0: none); read again when it '
         "changes", metavar="FILE")
     log_level: Literal["debug", "info", "warning", "error"] = setting(
-        "info", "level of the outlast loggers")
+        "info", "level of the outlast loggers and of the modules --agent names")
     log_format: Literal["text", "json"] = setting(
         "text", "log lines as text, or as one JSON object each (time, level, logger, "
         "message, and run_id, thread_id, attempt and principal on lines about a run)")
@@ -202,8 +207,9 @@ class Settings(BaseSettings):
 
     @field_validator("snapshot_hook", mode="before")
     @classmethod
-    def _import_hook(cls, value: Any) -> Any:
-        return load_target(value) if isinstance(value, str) else value
+    def _import_hook(cls, value: Any, info: ValidationInfo) -> Any:
+        return load_target(value, info.data.get("app_dir")) if isinstance(value, str) \
+            else value
 
     @field_validator("extra_agents")
     @classmethod
@@ -212,7 +218,7 @@ class Settings(BaseSettings):
             name, _, target = spec.partition("=")
             module, _, attr = target.partition(":")
             if not (name and module and attr):
-                raise ValueError(f"expected name=module:factory, got {spec!r}")
+                raise ValueError(f"expected name=module:attr, got {spec!r}")
         return value
 
     @field_validator("webhook_secret")
@@ -420,22 +426,10 @@ def allowed_host_problem(value: str) -> str | None:
     return None
 
 
-def load_target(spec: str) -> Any:
-    """The object ``module:attr`` names, imported now; ValueError saying why not."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"expected module:attribute, got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
-    except Exception as exc:  # the module's own code raised while importing
-        raise ValueError(f"importing {module_name!r} failed: "
-                         f"{type(exc).__name__}: {exc}") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
+def load_target(spec: str, app_dir: Path | None = None) -> Any:
+    """The object ``module:attr`` names, imported now from ``app_dir`` (default: the
+    current directory) or the installed packages; ValueError saying why not."""
+    return import_target(spec, app_dir)
 
 
 @dataclass(frozen=True)

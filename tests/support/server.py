@@ -31,13 +31,20 @@ class ServerProcess:
     url: str = ""
     log: list[str] = field(default_factory=list)
     prefix: list[str] = field(default_factory=list)  # e.g. ["ip", "netns", "exec", NS]
+    # A command exactly as a document prints it (port and data dir then come from
+    # OUTLAST_PORT and OUTLAST_DATA_DIR), run in ``cwd``.
+    command: list[str] | None = None
+    cwd: Path | None = None
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
         cmd = [*self.prefix, sys.executable, "-m", "outlast.cli.main", "serve", "--port", "0",
                "--data-dir", str(self.data_dir), *self.args]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        if self.command is not None:
+            cmd = self.command
+            env.update(OUTLAST_PORT="0", OUTLAST_DATA_DIR=str(self.data_dir))
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
+                                     text=True, env=env, cwd=self.cwd)
         ready = threading.Event()
 
         def pump_stdout() -> None:

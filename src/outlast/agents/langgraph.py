@@ -427,9 +427,18 @@ def _interrupt(item: Any) -> dict[str, Any]:
             "metadata": {"kind": INTERRUPT_KIND, "interruptId": iid, "value": value}}
 
 
+HOST = LangGraphAgent
+
+
+def serves(obj: Any) -> bool:
+    """True for a compiled LangGraph graph (anything with ``astream`` and ``copy``, as
+    ``StateGraph.compile()`` returns)."""
+    return ToolNode is not None and hasattr(obj, "astream") and hasattr(obj, "copy")
+
+
 def factory(settings: Any = None) -> LangGraphAgent:
     """``--agent NAME=outlast.agents.langgraph:factory`` with
     ``OUTLAST_LANGGRAPH_GRAPH=module:attr`` naming a compiled graph, or a function of the
     settings returning one."""
     return LangGraphAgent(load_target("OUTLAST_LANGGRAPH_GRAPH", "LangGraph host",
-                                      lambda o: hasattr(o, "astream"), settings))
+                                      serves, settings))

@@ -307,8 +307,16 @@ def _approval(request: Any) -> dict[str, Any]:
     }
 
 
+HOST = MafAgent
+
+
+def serves(obj: Any) -> bool:
+    """True for an Agent Framework agent (anything with ``run``, as ``SupportsAgentRun``)."""
+    return af is not None and callable(getattr(obj, "run", None))
+
+
 def factory(settings: Any = None) -> MafAgent:
     """``--agent NAME=outlast.agents.maf:factory`` with ``OUTLAST_MAF_AGENT=module:attr``
     naming a MAF agent, or a function of the settings returning one."""
     return MafAgent(load_target("OUTLAST_MAF_AGENT", "MAF adapter",
-                                lambda o: hasattr(o, "run"), settings))
+                                serves, settings))

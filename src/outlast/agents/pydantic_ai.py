@@ -201,10 +201,18 @@ class _Relay:
         await self.ctx.emit(event)
 
 
+HOST = PydanticAIAgent
+
+
+def serves(obj: Any) -> bool:
+    """True for a ``pydantic_ai.Agent`` (``--agent NAME=module:attr`` picks this host)."""
+    return pai is not None and isinstance(obj, pai.Agent)
+
+
 def factory(settings: Any = None) -> PydanticAIAgent:
     """``--agent NAME=outlast.agents.pydantic_ai:factory`` with
     ``OUTLAST_PYDANTIC_AI_AGENT=module:attr`` naming a ``pydantic_ai.Agent``, or a function
     of the settings returning one."""
-    lib = _require()
+    _require()
     return PydanticAIAgent(load_target("OUTLAST_PYDANTIC_AI_AGENT", "Pydantic AI host",
-                                       lambda o: isinstance(o, lib.Agent), settings))
+                                       serves, settings))

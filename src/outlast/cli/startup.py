@@ -9,11 +9,11 @@ import resource
 import socket
 import sqlite3
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
+from outlast.agents.kinds import FactoryFailed, NotAnAgent, agent_of
 from outlast.config import Settings, load_target, option
 from outlast.errors import MissingDependency
 from outlast.store import Store, open_store
@@ -55,26 +55,26 @@ def make_data_dir(settings: Settings) -> None:
 
 
 def load_agents(settings: Settings) -> dict[str, Agent]:
-    """The demo agent plus ``--agent name=module:factory`` entries."""
+    """The demo agent plus ``--agent name=module:attr`` entries: each an outlast agent, a
+    framework's agent object (served by its host), or a function of the settings returning
+    one, imported from ``--app-dir`` (default: the current directory) first."""
     agents: dict[str, Agent] = {"demo": DemoAgent(settings.workspace)}
     where = f"--agent / {option('extra_agents').env}"
     for spec in settings.extra_agents:
         name, _, target = spec.partition("=")
+        # The modules you serve log at --log-level (the root logger stays at WARNING).
+        logging.getLogger(target.partition(":")[0].partition(".")[0]).setLevel(
+            settings.log_level.upper())
         try:
-            factory: Any = load_target(target)
-        except ValueError as exc:
-            raise StartupError(f"{where} {spec}: {exc}") from None
-        try:
-            agent = factory(settings) if callable(factory) and not isinstance(factory, Agent) \
-                else factory
-        except Exception as exc:
-            log.debug("agent factory %s failed", target, exc_info=True)
-            raise StartupError(f"{where} {spec}: the factory raised {type(exc).__name__}: "
-                               f"{one_line(exc)}") from None
-        if not isinstance(agent, Agent):
-            raise StartupError(f"{where} {spec}: {target} produced a {type(agent).__name__}, "
-                               "not an outlast Agent")
-        agents[name] = agent
+            agents[name] = agent_of(load_target(target, settings.app_dir), settings,
+                                    name=target)
+        except (ValueError, NotAnAgent, FactoryFailed, MissingDependency) as exc:
+            log.debug("--agent %s failed", spec, exc_info=True)
+            raise StartupError(f"{where} {spec}: {one_line(exc)}") from None
+        except SystemExit as exc:  # a host's factory: what to set, in one line
+            if not isinstance(exc.code, str):
+                raise
+            raise StartupError(f"{where} {spec}: {exc.code}") from None
     return agents
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from starlette.applications import Starlette
 
 from outlast.agent import Agent
+from outlast.agents.kinds import NotAnAgent, accepted, host_for
 from outlast.config import Settings, SnapshotHook
 from outlast.engine.runtime import Engine
 from outlast.http.app import create_app
@@ -28,12 +29,15 @@ from outlast.http.auth import HostPrincipals, PrincipalOf, Principals
 from outlast.store import open_store
 
 
-def mount(app: Starlette, path: str = "/outlast", *, agents: Mapping[str, Agent],
+def mount(app: Starlette, path: str = "/outlast", *, agents: Mapping[str, Any],
           store: str | None = None, principal: PrincipalOf | None = None,
           on_snapshot: SnapshotHook | None = None, data_dir: str | Path = ".outlast",
           settings: Settings | None = None, **options: Any) -> Engine:
     """Serve outlast's HTTP surface under ``path`` of ``app`` and return its engine.
 
+    ``agents`` maps names to the agents you have: outlast agents, or framework agent
+    objects (a Pydantic AI or OpenAI Agents SDK ``Agent``, a compiled LangGraph graph, ...),
+    each served by its host as ``outlast serve --agent NAME=module:attr`` serves it.
     ``store`` is a PostgreSQL URL (several app processes then form one service), else
     SQLite in ``data_dir``. ``principal`` maps a request to the caller's principal
     (None refuses it with 401); without it every caller is one local principal.
@@ -49,7 +53,7 @@ def mount(app: Starlette, path: str = "/outlast", *, agents: Mapping[str, Agent]
         Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     engine = Engine(settings, open_store(settings.store_url, Path(settings.data_dir),
                                          sqlite_synchronous=settings.sqlite_synchronous),
-                    dict(agents))
+                    {name: _agent(name, obj) for name, obj in agents.items()})
     principals: Principals = HostPrincipals(principal) if principal else Principals()
     app.mount(path, create_app(engine, principals, lifespan=False, mounted=True))
 
@@ -66,3 +70,10 @@ def mount(app: Starlette, path: str = "/outlast", *, agents: Mapping[str, Agent]
 
     app.router.lifespan_context = lifespan
     return engine
+
+
+def _agent(name: str, obj: Any) -> Agent:
+    agent = host_for(obj)
+    if agent is None:
+        raise NotAnAgent(f"agents[{name!r}] is not an agent; it may be {accepted()}")
+    return agent
