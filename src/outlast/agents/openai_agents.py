@@ -158,10 +158,32 @@ class OpenAIAgentsAgent(Agent):
         interruptions = list(result.interruptions or ())
         if interruptions:
             ctx.session_state[SESSION_KEY] = {"run": ctx.run_id,
-                                              "state": result.to_state().to_string()}
+                                              "state": _saved(result.to_state())}
             await ctx.interrupt(*[_approval(item) for item in interruptions])
         output = result.final_output
         return to_jsonable_python(output, fallback=str) if output is not None else None
+
+
+def _saved(state: Any) -> str:
+    """The SDK run's state as a string. The SDK's serializer turns the input's assistant
+    messages into content parts with a status and no type, a shape its own Chat
+    Completions converter refuses when the run goes on: they are kept as they were given
+    (text content), which both APIs take."""
+    data = json.loads(state.to_string())
+    given = data.get("original_input")
+    if isinstance(given, list):
+        data["original_input"] = [_as_given(item) for item in given]
+    return json.dumps(data)
+
+
+def _as_given(item: Any) -> Any:
+    if not (isinstance(item, dict) and item.get("role") == "assistant" and "type" not in item
+            and isinstance(item.get("content"), list)):
+        return item
+    parts = item["content"]
+    if not all(isinstance(p, dict) and p.get("type") == "output_text" for p in parts):
+        return item
+    return {"role": "assistant", "content": "".join(str(p.get("text", "")) for p in parts)}
 
 
 def _call_id(item: Any) -> str:
@@ -368,10 +390,18 @@ def _all_tools(agent: Any, seen: set[int] | None = None) -> list[Any]:
     return found
 
 
+HOST = OpenAIAgentsAgent
+
+
+def serves(obj: Any) -> bool:
+    """True for an ``agents.Agent`` of the OpenAI Agents SDK."""
+    return sdk is not None and isinstance(obj, sdk.Agent)
+
+
 def factory(settings: Any = None) -> OpenAIAgentsAgent:
     """``--agent NAME=outlast.agents.openai_agents:factory`` with
     ``OUTLAST_OPENAI_AGENTS_AGENT=module:attr`` naming an ``agents.Agent``, or a function of
     the settings returning one."""
-    lib = _require()
+    _require()
     return OpenAIAgentsAgent(load_target("OUTLAST_OPENAI_AGENTS_AGENT", "OpenAI Agents host",
-                                         lambda o: isinstance(o, lib.Agent), settings))
+                                         serves, settings))
