@@ -1,0 +1,2 @@
+"""Runnable agents, one per framework outlast hosts: ``outlast serve --agent
+assistant=examples.<name>:agent`` from the repository root (docs/agents.md)."""
