@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     from outlast.cli import gc
 
     gc.add_command(sub)
+    from outlast.cli import check
+
+    check.add_command(sub)
     return parser
 
 
@@ -83,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         from outlast.cli import gc
 
         sys.exit(gc.run(ns))
+    if ns.command == "check":
+        from outlast.cli import check
+
+        if problem := check.problem(ns):
+            parser.error(problem)
+        sys.exit(check.run(ns))
     problem = client.problem(ns)
     if problem:
         parser.error(problem)  # one line and exit status 2, like argparse's own

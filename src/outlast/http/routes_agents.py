@@ -64,7 +64,12 @@ def agui_capabilities(declared: Capabilities, notifies: bool) -> dict[str, Any]:
             "cancel": "POST /runs/{runId}/cancel",
             "crashResume": declared.supports_resume,
             "journaledEffects": declared.journaled_effects,
-        }}},
+        }},
+            # docs/resumable-ag-ui.md §11: the binding's own details, for any client of it
+            # (run resources relative to this endpoint's URL).
+            "resumableAgUi": {"version": "0.1", "events": "../runs/{runId}/events",
+                              "cancel": "../runs/{runId}/cancel",
+                              "crashResume": declared.supports_resume}},
     ).model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
