@@ -63,9 +63,18 @@ def describe(exc: BaseException) -> str:
         return f"{text} ({_shown(exc.filename)}, line {exc.lineno})"
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not f.filename.startswith("<frozen ")]
-    if frames:
-        return f"{text} ({_shown(frames[-1].filename)}, line {frames[-1].lineno})"
+    # The user's own line first: the last frame in a file of theirs, not of a library.
+    own = [f for f in frames if _is_users(f.filename)] or frames
+    if own:
+        return f"{text} ({_shown(own[-1].filename)}, line {own[-1].lineno})"
     return text
+
+
+def _is_users(filename: str) -> bool:
+    path = Path(filename).resolve()
+    return not any(p in ("site-packages", "dist-packages") for p in path.parts) and \
+        not path.is_relative_to(Path(__file__).resolve().parent) and \
+        not path.is_relative_to(Path(traceback.__file__).resolve().parent)
 
 
 def _shown(filename: str) -> str:
