@@ -116,9 +116,33 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str, now: float,
     if not fresh:
         return runs, {}
     known = known or {}
-    inputs = {r.rid: [m for m in (known[r.rid].input if r.rid in known else r.input)
-                      .get("messages") or () if isinstance(m, dict)]
+    inputs = {r.rid: _messages(known[r.rid].input if r.rid in known else r.input)
               for r in fresh}
+    held, last, settled = await _threads_at_start(c, fresh, inputs, known)
+    writes: list[RunWrite] = []
+    for run in fresh:
+        echoed = _new_messages(run.tid, inputs[run.rid], held)
+        if run.tid in settled and not unanswered_tool_calls(echoed):
+            writes.append(_start_write(run, echoed, last[run.tid], instance))
+    if not writes:
+        return runs, {}
+    fenced = await write_batch(c, writes, now)
+    assert not fenced, "a run claimed in this transaction is fenced off"
+    started = {w.rid: w.events[0] for w in writes}
+    return [r.started() if r.rid in started else r for r in runs], started
+
+
+def _messages(run_input: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in run_input.get("messages") or () if isinstance(m, dict)]
+
+
+async def _threads_at_start(c: Conn, fresh: list[RunRecord],
+                            inputs: Mapping[int, list[dict[str, Any]]],
+                            known: Mapping[int, StartInput],
+                            ) -> tuple[set[tuple[int, Any]], dict[int, float], set[int]]:
+    """What the runs' threads hold, in one query: which of the inputs' messages (by
+    thread and id; admission knows its own run's already), each thread's last message
+    position, and which threads are settled."""
     held: set[tuple[int, Any]] = set()
     looked_up = set()
     for r in fresh:
@@ -137,34 +161,36 @@ async def start_runs(c: Conn, runs: list[RunRecord], instance: str, now: float,
         last[row["tid"]] = row["position"] or 0.0
         if row["settled"]:
             settled.add(row["tid"])
-    writes: list[RunWrite] = []
-    for run in fresh:
-        echoed = []
-        for message in inputs[run.rid]:
-            key = (run.tid, message.get("id"))
-            if key not in held:  # resent history is the thread's already (spec §3)
-                held.add(key)
-                echoed.append(message)
-        if run.tid not in settled or unanswered_tool_calls(echoed):
-            continue
-        position = last[run.tid]
-        upserts = []
-        for message in echoed:
-            position += 1.0
-            upserts.append((message["id"], position, dumps(clone_message(message))))
-        body = dumps(run_started(
-            run.thread_id, run.id, timestamp=now_ms(),
-            input={"threadId": run.thread_id, "runId": run.id, "messages": echoed}))
-        writes.append(RunWrite(
-            rid=run.rid, tid=run.tid, run_id=run.id, attempt=run.attempts,
-            instance=instance, prev_seq=0, events=[StoredEvent(1, True, body)],
-            snapshot=SnapshotWrite(as_of_run=run.id, as_of_seq=1, upserts=upserts)))
-    if not writes:
-        return runs, {}
-    fenced = await write_batch(c, writes, now)
-    assert not fenced, "a run claimed in this transaction is fenced off"
-    started = {w.rid: w.events[0] for w in writes}
-    return [r.started() if r.rid in started else r for r in runs], started
+    return held, last, settled
+
+
+def _new_messages(tid: int, messages: list[dict[str, Any]],
+                  held: set[tuple[int, Any]]) -> list[dict[str, Any]]:
+    """The messages the thread does not hold yet, now counted as held."""
+    echoed = []
+    for message in messages:
+        key = (tid, message.get("id"))
+        if key not in held:  # resent history is the thread's already (spec §3)
+            held.add(key)
+            echoed.append(message)
+    return echoed
+
+
+def _start_write(run: RunRecord, echoed: list[dict[str, Any]], position: float,
+                 instance: str) -> RunWrite:
+    """The run's ``RUN_STARTED`` as seq 1, echoing the new messages, and the snapshot as
+    of it with those messages placed after ``position``, the thread's last (G5)."""
+    upserts = []
+    for message in echoed:
+        position += 1.0
+        upserts.append((message["id"], position, dumps(clone_message(message))))
+    body = dumps(run_started(
+        run.thread_id, run.id, timestamp=now_ms(),
+        input={"threadId": run.thread_id, "runId": run.id, "messages": echoed}))
+    return RunWrite(
+        rid=run.rid, tid=run.tid, run_id=run.id, attempt=run.attempts,
+        instance=instance, prev_seq=0, events=[StoredEvent(1, True, body)],
+        snapshot=SnapshotWrite(as_of_run=run.id, as_of_seq=1, upserts=upserts))
 
 
 async def _write_snapshots(c: Conn, writes: list[RunWrite], now: float) -> None:
