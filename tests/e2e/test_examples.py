@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "agents.md"
 EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*_agent.py"))
 FEATURES = ("agentic-chat", "backend-tool-rendering")
-COMMAND = re.compile(r"^outlast serve --agent assistant=examples\.(\w+):agent$", re.M)
+COMMAND = re.compile(r"^(?:\.venv/bin/)?outlast serve --agent assistant=examples\.(\w+):agent$",
+                     re.M)
 
 
 def printed_commands() -> dict[str, str]:
@@ -37,6 +38,11 @@ def test_every_example_has_its_command_in_the_docs() -> None:
     assert set(printed_commands()) == set(EXAMPLES), (
         "docs/agents.md must print `outlast serve --agent assistant=examples.<name>:agent` "
         "for every examples/<name>.py, and name no other")
+
+
+def test_the_readme_serves_an_example_as_the_docs_do() -> None:
+    readme = {m.group(1) for m in COMMAND.finditer((ROOT / "README.md").read_text())}
+    assert readme and readme <= set(printed_commands()), readme
 
 
 def test_the_docs_name_each_examples_extra() -> None:
