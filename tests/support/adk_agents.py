@@ -34,3 +34,17 @@ def weather_agent(settings: Any = None) -> Any:
     return LlmAgent(name="assistant", model=model, instruction="Be brief.",
                     tools=[get_weather, slow_step,
                            FunctionTool(send_email, require_confirmation=True)])
+
+
+def memo_agent(settings: Any = None) -> Any:
+    """The weather tool, and ADK session state: each reply is kept under ``last_reply``
+    (``output_key``) and shown to the model in the next turn's instruction."""
+    from google.adk.agents import LlmAgent
+    from google.adk.integrations.openai import OpenAILlm
+    from openai import AsyncOpenAI
+
+    model = OpenAILlm(model="fake", client=AsyncOpenAI(
+        base_url=os.environ["OUTLAST_OPENAI_BASE_URL"], api_key="unused"))
+    return LlmAgent(name="assistant", model=model, output_key="last_reply",
+                    instruction="Be brief. You said before: {last_reply?}",
+                    tools=[get_weather])

@@ -1,0 +1,108 @@
+"""The Google ADK host beyond the contract suite, driven by the real ``google-adk``
+through a real ``outlast serve``: ADK's session lives in the thread, so a new process
+continues the conversation and the session's state (each message held once, whatever
+history a client sends), and a denied call is told in ADK's words with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.agui_validator import assert_valid
+from tests.support.fake_openai import Call, FakeOpenAI, Reply
+from tests.support.hosts import FEATURES, HOSTS, body, executed, model, start
+from tests.support.runs import one_result_per_call
+from tests.support.server import collect
+
+pytest.importorskip("google.adk")
+
+__all__ = ["model"]  # the scripted model each test gets (a fixture)
+
+HOST = HOSTS["adk"]
+MEMO = dataclasses.replace(HOST, target="tests.support.adk_agents:memo_agent")
+
+
+def test_the_host_serves_an_llm_agent_and_shows_results_unwrapped() -> None:
+    from google.adk.agents import LlmAgent
+
+    from outlast.agents.adk import AdkAgent, result_text, serves
+
+    agent = LlmAgent(name="assistant", instruction="Be brief.")
+    assert serves(agent) and isinstance(AdkAgent(agent), AdkAgent)
+    assert not serves(object()) and not serves(lambda settings: agent)
+    assert result_text({"result": "sunny"}) == "sunny"
+    assert result_text({"result": {"t": 21}}) == '{"t": 21}'
+    assert json.loads(result_text({"error": "This tool call is rejected.", "reason": "no"})) \
+        == {"error": "This tool call is rejected.", "reason": "no"}
+
+
+async def test_a_new_process_continues_the_conversation_from_the_session(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    data, log = tmp_path / "data", tmp_path / "tools.log"
+    srv = start(server_factory, MEMO, model, log, data_dir=data)
+    model.replies = [
+        Reply(text="Checking.", calls=[Call("get_weather", {"city": "Oslo"}, id="a-w1")]),
+        Reply(text="Sunny in Oslo."),
+    ]
+    async with srv.client() as c:
+        _, first = await collect(c, "POST", "/agents/adk", json=body("a-t", "a-r1", "oslo?"))
+        thread = (await c.get("/threads/a-t")).json()
+    assert first[-1].event["type"] == "RUN_FINISHED", first[-1].event
+    srv.stop()
+    srv = start(server_factory, MEMO, model, log, data_dir=data)  # its memory is gone
+    model.replies = [Reply(text="Still sunny.")]
+    # The client sends the whole history again, as AG-UI clients do, and a new question.
+    again = body("a-t", "a-r2", "and now?")
+    again["messages"] = [*thread["messages"], *again["messages"]]
+    async with srv.client() as c:
+        _, second = await collect(c, "POST", "/agents/adk", json=again)
+        final = (await c.get("/threads/a-t")).json()
+    events = [f.event for f in second]
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    assert_valid(events, FEATURES)
+    assert executed(log) == ["get_weather Oslo"]
+    sent = model.requests[-1]["messages"]
+    # ADK's own history, from the session the thread kept: every message once.
+    # ADK's session state too: the reply its output_key kept, in the instruction.
+    said = sent[0]["content"].split("\n")[0]
+    assert said.startswith("Be brief. You said before: ") and said.endswith("Sunny in Oslo.")
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant",
+                                         "user"], sent
+    assert [m.get("content") for m in sent[1:]] == [
+        "oslo?", "Checking.", json.dumps({"result": "sunny in Oslo"}), "Sunny in Oslo.",
+        "and now?"]
+    assert sent[2]["tool_calls"][0]["id"] == "a-w1"
+    one_result_per_call(final["messages"])
+    assert [m["content"] for m in final["messages"] if m["role"] == "tool"] == ["sunny in Oslo"]
+    assert final["messages"][-1]["content"] == "Still sunny."
+
+
+async def test_a_denied_call_tells_the_model_in_adks_words_with_the_reason(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    log = tmp_path / "tools.log"
+    srv = start(server_factory, HOST, model, log)
+    model.replies = [Reply(calls=[
+        Call("send_email", {"to": "ann@example.com", "subject": "Hi"}, id="a-m1")])]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/adk", json=body("a-d", "a-d1", "mail"))
+        [interrupt] = frames[-1].event["outcome"]["interrupts"]
+        assert interrupt["metadata"]["kind"] == "adk_confirmation"
+        assert interrupt["metadata"]["args"] == {"to": "ann@example.com", "subject": "Hi"}
+        # ADK's stand-in result for the call awaiting a person is not shown.
+        assert not any(f.event["type"] == "TOOL_CALL_RESULT" for f in frames)
+        model.replies = [Reply(text="Not sent.")]
+        _, more = await collect(c, "POST", "/agents/adk", json={
+            **body("a-d", "a-d2", ""), "messages": [], "resume": [{
+                "interruptId": interrupt["id"], "status": "resolved",
+                "payload": {"approved": False, "reason": "wrong person"}}]})
+        thread = (await c.get("/threads/a-d")).json()
+    assert more[-1].event["type"] == "RUN_FINISHED", more[-1].event
+    assert executed(log) == []
+    told = [m for m in model.requests[-1]["messages"] if m.get("tool_call_id") == "a-m1"]
+    assert [json.loads(m["content"]) for m in told] == [
+        {"error": "This tool call is rejected.", "reason": "wrong person"}]
+    one_result_per_call(thread["messages"])
