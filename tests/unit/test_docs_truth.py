@@ -1,6 +1,7 @@
 """The documents say what the code is: every module of the package is on the map of
-docs/architecture.md, and the map names nothing that is gone; docs/spec.md names every
-route, query parameter, request header and error code of the HTTP surface.
+docs/architecture.md, and the map names nothing that is gone; the constants it names
+exist; docs/spec.md names every route, query parameter, request header and error code of
+the HTTP surface; the README's exceptions to the OUTLAST_<FLAG> rule are the settings'.
 
 Each failure says the one line to add or remove, so whoever adds a module fixes the
 document in the same commit."""
@@ -319,3 +320,34 @@ def test_the_readme_names_exactly_the_flags_whose_variable_breaks_the_rule() -> 
     assert readme_exceptions(README.read_text()) == breaking, (
         "README.md, 'Every flag also reads an OUTLAST_* variable': list exactly "
         + ", ".join(f"`{flag}` (`{env}`)" for flag, env in breaking.items()))
+
+
+# -- constants the documents name -----------------------------------------------------
+
+CONSTANT = re.compile(r"`(\w+)\.([A-Z][A-Z0-9_]+)`")
+
+
+def defined_constants() -> set[tuple[str, str]]:
+    """(module, NAME) for every module-level constant of the package, and (Class, NAME)
+    for every constant a class declares."""
+    found: set[tuple[str, str]] = set()
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        scopes: list[tuple[str, list[ast.stmt]]] = [(path.stem, tree.body)]
+        scopes += [(n.name, n.body) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        for owner, body in scopes:
+            for node in body:
+                targets = node.targets if isinstance(node, ast.Assign) else \
+                    [node.target] if isinstance(node, ast.AnnAssign) else []
+                found.update((owner, t.id) for t in targets if isinstance(t, ast.Name))
+    return found
+
+
+def test_every_constant_the_architecture_names_is_defined() -> None:
+    defined = defined_constants()
+    named = set(CONSTANT.findall(ARCHITECTURE.read_text()))
+    assert ("sqlite", "RECLAIM_PAGES") in named, "the check no longer reads the names"
+    missing = sorted(f"{DOC} names `{owner}.{name}`, which no module or class of "
+                     "src/outlast/ defines: name the constant as the code does now"
+                     for owner, name in named - defined)
+    assert not missing, "\n".join(missing)
