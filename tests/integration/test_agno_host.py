@@ -1,7 +1,8 @@
 """What only the Agno host has, driven by the real ``agno`` package through a real
 ``outlast serve``: Agno's own session (its ``session_state``) kept in the thread, so a
-new process continues it, one thread's never another's; and a served object that is
-not an Agno agent refused with a clear error."""
+new process continues it, one thread's never another's; a continuation of a confirmed
+call cut off by SIGKILL, mid-reply or while the confirmed tool runs; and a served
+object that is not an Agno agent refused with a clear error."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.agui_validator import assert_valid
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
-from tests.support.hosts import HOSTS, body, executed, model, params
-from tests.support.server import ServerProcess, collect
+from tests.support.hosts import FEATURES, HOSTS, body, executed, model, params
+from tests.support.runs import one_result_per_call, stored_log, wait_final
+from tests.support.server import ServerProcess, collect, wait_for
 
 __all__ = ["model"]  # the scripted model each test gets (a fixture)
 
@@ -55,6 +58,95 @@ async def test_agnos_session_state_continues_in_a_new_process(
     # The conversation went on too: the model saw the first turn in the second.
     second = model.requests[2]["messages"]
     assert [m["role"] for m in second].count("user") == 2, json.dumps(second)
+
+
+async def _confirm(srv: ServerProcess, model: FakeOpenAI, call: Call, thread: str) -> str:
+    """A run that stops for ``call``'s confirmation, confirmed: the continuation's id."""
+    model.replies = [Reply(text="Asking first.", calls=[call])]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/agno", json=body(thread, "c-1", "go"))
+        [interrupt] = frames[-1].event["outcome"]["interrupts"]
+        r = await c.post(f"/threads/{thread}/resume", json={"runId": "c-2", "resume": [{
+            "interruptId": interrupt["id"], "status": "resolved",
+            "payload": {"approved": True}}]})
+        assert r.status_code == 200, r.text
+    return "c-2"
+
+
+async def test_a_continuation_killed_mid_reply_resumes_with_one_answer(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Any) -> None:
+    data, log = tmp_path / "data", tmp_path / "tools.log"
+    target = HOSTS["agno"].target
+    srv = _serve(server_factory, model, log, data, target)
+    await _confirm(srv, model, Call("send_email", {"to": "ann@example.com", "subject": "Hi"},
+                                    id="c-mail"), "c-t")
+    model.replies = [Reply(text=" ".join(f"word{i}" for i in range(300)), token_delay=0.05),
+                     Reply(text="The one final answer.")]
+    async with srv.client() as c:
+
+        async def cut_mid_reply() -> bool:
+            return "word5" in "".join(f.event.get("delta", "")
+                                      for f in await stored_log(c, "c-2"))
+
+        await wait_for(cut_mid_reply)
+    srv.kill()
+    srv = _serve(server_factory, model, log, data, target)
+    async with srv.client() as c:
+        done = await wait_final(c, "c-2")
+        assert done["status"] == "succeeded" and done["attempts"] == 2, done
+        thread = (await c.get("/threads/c-t")).json()
+        events = [f.event for f in await stored_log(c, "c-2")]
+    assert executed(log) == ["send_email ann@example.com Hi"], "the tool ran once"
+    messages = thread["messages"]
+    one_result_per_call(messages)
+    said = [(m["content"], (m.get("metadata") or {}).get("finishReason"))
+            for m in messages if m["role"] == "assistant" and not m.get("toolCalls")]
+    assert said[-1] == ("The one final answer.", None), said
+    assert said[-2][0].startswith("word0 word1") and said[-2][1] == "interrupted", said
+    last = model.requests[-1]["messages"]
+    assert not any("word0" in str(m.get("content")) for m in last)
+    assert [m["content"] for m in last if m["role"] == "tool"] == ["sent to ann@example.com"]
+    assert thread["interrupts"] == []
+    assert_valid(events, FEATURES, allowed={("AGUI207", next(
+        i for i, e in enumerate(events) if e["type"] == "TOOL_CALL_RESULT"))})
+
+
+async def test_a_confirmed_tool_cut_off_by_sigkill_asks_a_person(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    data, log = tmp_path / "data", tmp_path / "tools.log"
+    target = HOSTS["agno"].target
+    monkeypatch.setenv("HOST_SLOW_SECONDS", "60")  # the first server's tool never ends
+    srv = _serve(server_factory, model, log, data, target)
+    await _confirm(srv, model, Call("slow_confirmed", {"label": "B"}, id="c-slow"), "s-t")
+
+    async def in_the_tool() -> bool:
+        return executed(log) == ["slow_step start B"]
+
+    await wait_for(in_the_tool)
+    srv.kill()
+    monkeypatch.delenv("HOST_SLOW_SECONDS")
+    srv = _serve(server_factory, model, log, data, target)
+    async with srv.client() as c:
+        record = await wait_final(c, "c-2")
+        assert record["status"] == "interrupted", (record, "\n".join(srv.log[-30:]))
+        [question] = (await c.get("/threads/s-t")).json()["interrupts"]
+        assert question["reason"] == "confirmation" and question["toolCallId"] == "c-slow"
+        model.replies = [Reply(text="Settled.")]
+        r = await c.post("/threads/s-t/resume", json={"runId": "c-3", "resume": [{
+            "interruptId": question["id"], "status": "resolved",
+            "payload": {"answer": "run_again"}}]})
+        assert r.status_code == 200, r.text
+        done = await wait_final(c, "c-3")
+        assert done["status"] == "succeeded", (done, "\n".join(srv.log[-30:]))
+        thread = (await c.get("/threads/s-t")).json()
+    assert executed(log) == ["slow_step start B", "slow_step start B", "slow_step done B"]
+    one_result_per_call(thread["messages"])
+    [result] = [m["content"] for m in thread["messages"] if m.get("toolCallId") == "c-slow"]
+    assert result == "B done"
+    assert thread["messages"][-1]["content"] == "Settled."
+    assert [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"] == [
+        "B done"]
 
 
 async def test_an_object_that_is_not_an_agno_agent_is_refused(host: Any) -> None:

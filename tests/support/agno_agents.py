@@ -13,7 +13,8 @@ from tests.support.tool_log import record, slow_step
 
 
 def weather_agent(settings: Any = None) -> Any:
-    """A weather tool, a slow step, and an email tool that needs a person's approval."""
+    """A weather tool, a slow step, an email tool that needs a person's confirmation,
+    and a slow step that needs one."""
     from agno.agent import Agent
     from agno.models.openai import OpenAIChat
     from agno.tools import tool
@@ -29,10 +30,12 @@ def weather_agent(settings: Any = None) -> Any:
         record(f"send_email {to} {subject}")
         return f"sent to {to}"
 
+    # slow_step again, confirmed first (a test kills the server while it runs).
+    slow_confirmed = tool(name="slow_confirmed", requires_confirmation=True)(slow_step)
     model = OpenAIChat(id="fake", base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
                        api_key="unused")
     return Agent(name="weather", model=model, instructions="Be brief.",
-                 tools=[get_weather, slow_step, send_email], telemetry=False)
+                 tools=[get_weather, slow_step, send_email, slow_confirmed], telemetry=False)
 
 
 def note_visit(run_context: RunContext) -> str:

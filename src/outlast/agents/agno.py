@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from outlast.agent import Agent, AgentError, Capabilities, Resolution, RunContext
+from outlast.agent import Agent, AgentError, Capabilities, Resolution, RunContext, in_doubt
 from outlast.agents.resume import (
     answer_placeholder,
     call_args,
@@ -152,13 +152,13 @@ class AgnoHost(Agent):
             raise TypeError(f"the Agno host takes an agno.agent.Agent, not {type(agent)!r}")
         self.agent = agent
 
-    def _copy(self, ctx: RunContext, store: _Store) -> Any:
+    def _copy(self, ctx: RunContext, store: _Store, failures: list[AgentError]) -> Any:
         """This run's agent: Agno keeps a run's state on its agent and model objects, so
         each run gets its own, with the thread's db and its tools journaled."""
         model = copy.copy(self.agent.model)
         if model is None:
             raise AgentError("the Agno agent has no model", code="agent_misconfigured")
-        model.arun_function_call = _journaled(ctx, model.arun_function_call)
+        model.arun_function_call = _journaled(ctx, model.arun_function_call, failures)
         return self.agent.deep_copy(update={
             "model": model, "db": store.db, "telemetry": False,
             "add_history_to_context": False})
@@ -166,14 +166,19 @@ class AgnoHost(Agent):
     async def run(self, ctx: RunContext) -> Any:
         _require()
         store = _Store(ctx)
-        agent = self._copy(ctx, store)
+        relay = _Relay(ctx, store)
+        agent = self._copy(ctx, store, relay.failures)
         answers = [r for r in ctx.resume
                    if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND]
-        relay = _Relay(ctx, store)
-        if answers and not ctx.resumed:
+        saved = store.state()
+        crashed = ctx.resumed and saved.get("run") == ctx.run_id
+        if answers and not crashed:
             stream = await self._continue(ctx, agent, answers, relay)
         else:
-            history = await self._history(ctx, agent)
+            # A continuation that crashed after a boundary goes on from it, from the thread
+            # (the calls a person answered settled first), not from Agno's paused run.
+            settled = int(saved.get("settled") or 0) if crashed else None
+            history = await self._history(ctx, agent, settled, answers)
             stream = agent.arun(history, stream=True, stream_events=True,
                                 session_id=ctx.thread_id, run_id=ctx.run_id)
         async for event in stream:
@@ -216,18 +221,18 @@ class AgnoHost(Agent):
                                    requirements=requirements, stream=True,
                                    stream_events=True)
 
-    async def _history(self, ctx: RunContext, agent: Any) -> list[Any]:
-        """The conversation to hand Agno. In a crash resume: the dead attempt's cut-off
-        reply marked and left out, and calls it left without a result executed now
-        (after asking about any in doubt); in a continuation, the calls a person
-        answered a question about."""
-        saved = ctx.session_state.get(SESSION_KEY)
-        settled = int(saved.get("settled") or 0) if ctx.resumed and isinstance(saved, dict) \
-            and saved.get("run") == ctx.run_id else None
+    async def _history(self, ctx: RunContext, agent: Any, settled: int | None,
+                       answers: list[Resolution]) -> list[Any]:
+        """The conversation to hand Agno. In a crash resume (from message ``settled``):
+        the dead attempt's cut-off reply marked and left out, calls it left without a
+        result executed now (after asking about any in doubt), and confirmed calls of a
+        paused run it had not answered executed (rejected ones answered); in a
+        continuation, the calls a person answered a question about."""
         cut = await mark_cut_off(ctx, settled) if settled is not None else None
         owed = await owed_calls(ctx, KEY_PREFIX, settled)
         for call in owed:
             await answer_placeholder(ctx, call["id"], await _execute(agent, call))
+        await self._settle(ctx, agent, answers)
         if settled is not None:
             log.info("run %s: resuming from message %d (%d calls owed, reply cut off: %s)",
                      ctx.run_id, settled, len(owed), cut is not None)
@@ -236,9 +241,42 @@ class AgnoHost(Agent):
         # A placeholder left is the engine's word for a call no attempt answers.
         return to_agno([m for m in ctx.messages if m.get("id") != cut])
 
+    async def _settle(self, ctx: RunContext, agent: Any, answers: list[Resolution]) -> None:
+        """Answer, in the thread, the calls of a paused run that a crashed continuation
+        left without a result: those a person answered (run through the journal, so at
+        most once, or rejected, as Agno would have) and those a person was asked about
+        because the crash cut them off (the journal applies their answer)."""
+        answered = {m.get("toolCallId") for m in ctx.messages if m.get("role") == "tool"}
+        calls = {c["id"]: c for m in ctx.messages for c in m.get("toolCalls") or ()}
+        todo: list[tuple[dict[str, Any], Any, str | None]] = []  # call, args, rejection
+        for answer in answers:
+            reason = answer.payload.get("reason") if isinstance(answer.payload, dict) \
+                else None
+            todo.append((calls.get(str(answer.interrupt.get("toolCallId"))) or {},
+                         answer.edited_args, None if answer.approved else
+                         str(reason) if reason else REJECTED))
+        for r in ctx.resume:
+            if in_doubt.is_question(r.interrupt):
+                todo.append((calls.get(str(r.interrupt.get("toolCallId"))) or {},
+                             (r.interrupt.get("metadata") or {}).get("args"), None))
+        for call, args, rejected in todo:
+            if not call or call["id"] in answered:
+                continue
+            answered.add(call["id"])
+            if args is not None:  # the arguments the call ran with (edited by a person)
+                call = {**call, "function": {**call["function"], "arguments": json.dumps(args)}}
+            content = rejected if rejected is not None else await _execute(agent, call)
+            await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("tool"),
+                            "toolCallId": call["id"], "role": "tool", "content": content})
+        # Agno's paused run is over: it is not kept.
+        agent.db.delete_runs([str((a.interrupt.get("metadata") or {}).get("runId"))
+                              for a in answers])
 
-def _journaled(ctx: RunContext, run_call: Any) -> Any:
-    """Agno's ``Model.arun_function_call`` for one run, each call an outlast effect."""
+
+def _journaled(ctx: RunContext, run_call: Any, failures: list[AgentError]) -> Any:
+    """Agno's ``Model.arun_function_call`` for one run, each call an outlast effect. A
+    failure of the journal's (a person said an effect in doubt must not run) is kept in
+    ``failures``: Agno reports it only as its run's error."""
 
     async def arun_function_call(fc: Any) -> Any:
         from agno.tools.function import FunctionExecutionResult
@@ -253,9 +291,13 @@ def _journaled(ctx: RunContext, run_call: Any) -> Any:
             return {"status": outcome.status, "error": fc.error or outcome.error,
                     "result": to_jsonable_python(fc.result, fallback=str)}
 
-        recorded = await ctx.effect(KEY_PREFIX + str(fc.call_id), invoke,
-                                    tool=fc.function.name, args=fc.arguments,
-                                    tool_call_id=str(fc.call_id))
+        try:
+            recorded = await ctx.effect(KEY_PREFIX + str(fc.call_id), invoke,
+                                        tool=fc.function.name, args=fc.arguments,
+                                        tool_call_id=str(fc.call_id))
+        except AgentError as exc:
+            failures.append(exc)
+            raise
         if ran is not None:
             return ran
         if not (isinstance(recorded, dict) and set(recorded) == _RECORD):
@@ -296,6 +338,7 @@ class _Relay:
         self.shown = {c["id"] for m in ctx.messages for c in m.get("toolCalls") or ()}
         self.rejected: dict[str, str] = {}  # a paused run's rejected calls: their result
         self.interrupts: list[dict[str, Any]] = []
+        self.failures: list[AgentError] = []  # the journal's, inside Agno's run
         self.result: Any = None
 
     async def send(self, event: Any) -> None:
@@ -322,6 +365,8 @@ class _Relay:
             for req in getattr(event, "active_requirements", None) or ():
                 await self._pause(event, req)
         elif kind == "RunError":
+            if self.failures:
+                raise self.failures[0]
             raise AgentError(str(getattr(event, "content", None) or "the Agno run failed"),
                              code=str(getattr(event, "error_type", None) or "agent_error"))
         elif kind == "RunCancelled":
