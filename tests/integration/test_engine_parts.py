@@ -164,7 +164,7 @@ async def test_a_run_claimed_without_a_start_gets_run_started_from_its_execution
             owner="alice", thread_id="t6", run_id="r6", agent="steps", key="r6",
             fingerprint="f", input_json=json.dumps(body("t6", "r6", steps=1)),
             options_json="{}", strategy="reject", resume=[], has_new_input=True,
-            title=None, now=time.time(), claim_instance="gone", claim_ttl=-1.0,
+            title=None, now=time.time(), claim_instance="gone", claim_ttl=-60.0,
             claim_limit=1))
         engine.wake()  # the pump takes the expired lease over
         run = await final(engine, await engine.run("alice", "r6"))

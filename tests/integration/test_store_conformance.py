@@ -508,7 +508,7 @@ async def test_concurrent_claims_lease_each_run_once(store: SqlStore, peer: SqlS
 
 async def test_expired_leases_are_taken_over_once(store: SqlStore, peer: SqlStore) -> None:
     run = (await store.admit(request())).run
-    [claimed] = await store.claim_queued("A", -1.0, 10)  # already expired
+    [claimed] = await store.claim_queued("A", -60.0, 10)  # expired, past the margin
     assert await store.claim_expired("B", TTL, 10, all_foreign=False) != []
     taken = await store.get_run_by_rid(run.rid)
     assert taken is not None and taken.lease_owner == "B" and taken.attempts == 2
@@ -524,7 +524,7 @@ async def test_concurrent_takeovers_claim_an_expired_run_once(
         store: SqlStore, peer: SqlStore) -> None:
     for i in range(6):
         await store.admit(request(f"t{i}", f"r{i}"))
-    await store.claim_queued("dead", -1.0, 10)
+    await store.claim_queued("dead", -60.0, 10)  # expired, past the takeover margin
     batches = await asyncio.gather(*(
         (store if i % 2 else peer).claim_expired(f"I{i}", TTL, 10) for i in range(6)))
     claimed = [r.rid for batch in batches for r in batch]

@@ -31,8 +31,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from outlast.store.base import LeaseRenewer, LeaseState, Store, takeover_margin
+
+if TYPE_CHECKING:
+    from outlast.config import Settings
+    from outlast.engine.execution import RunExecution
+    from outlast.engine.writer import Writer
 
 log = logging.getLogger("outlast.leases")
 
@@ -195,3 +201,57 @@ class Losses:
                 log.warning("run %s: the store answers again; attempt %d stopped here "
                             "and the run waits to be taken over (by any process)",
                             run_id, attempt)
+
+
+class HeldLeases:
+    """The engine's side of the leases of the runs it executes (a base of ``Engine``):
+    renewing them from the loop, and stopping the runs whose lease is gone or ran out."""
+
+    executions: dict[int, RunExecution]
+    store: Store
+    settings: Settings
+    instance: str
+    writer: Writer
+    leases: LeaseKeeper
+    losses: Losses
+    _renewed: float
+
+    async def _renew(self) -> None:
+        """Renew the leases of the runs executing here from the loop (the pump's, when
+        the lease thread's renewals have failed a while); stop those no longer held."""
+        # Renew only what still executes here: a run whose execution ended without
+        # settling (an engine failure, say) must expire so another attempt takes it (G8).
+        local = list(self.executions)
+        sent = time.monotonic()
+        held = await self.store.renew_leases(self.instance, self.settings.lease_ttl, local)
+        self._renewed = time.monotonic()
+        self.leases.held([s.rid for s in held], sent)
+        self._leases_renewed(local, held)
+
+    def _track_leases(self) -> None:
+        self.leases.track({rid: ex.run.id for rid, ex in self.executions.items()})
+
+    def _leases_renewed(self, rids: list[int], held: list[LeaseState]) -> None:
+        """What a renewal of ``rids`` found: stop the runs whose lease is gone (fencing:
+        without it they must not write another byte) or whose cancel was asked."""
+        states = {s.rid: s for s in held}
+        for rid in rids:
+            ex = self.executions.get(rid)
+            if ex is None or ex.done.is_set():
+                continue
+            state = states.get(rid)
+            if state is None or state.attempt != ex.run.attempts:
+                ex.stop("lease_lost")
+            elif state.cancel_requested:
+                ex.stop("cancel")
+
+    def _leases_expired(self, rids: list[int]) -> None:
+        """Runs whose lease ran out here unrenewed (the store is out of reach): stopped
+        now, before any other process may take them over (``leases.takeover_margin``),
+        and nothing more of them is written."""
+        for rid in rids:
+            ex = self.executions.get(rid)
+            if ex is not None and not ex.done.is_set():
+                self.losses.lost(rid, ex.run.id, ex.run.attempts)
+                self.writer.abandon(ex.channel)
+                ex.stop("lease_lost")

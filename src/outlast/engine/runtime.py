@@ -30,7 +30,7 @@ from outlast.engine.edge import EdgeReads
 from outlast.engine.execution import RunExecution, RunServices
 from outlast.engine.history import ResentHistory
 from outlast.engine.hub import Hub
-from outlast.engine.leases import LeaseKeeper
+from outlast.engine.leases import HeldLeases, LeaseKeeper, Losses
 from outlast.engine.metrics import Metrics
 from outlast.engine.storage import StorageWatch
 from outlast.engine.trim import malloc_trim, trim_forever
@@ -43,7 +43,6 @@ from outlast.store.base import (
     AdmitResult,
     FinishWrite,
     Freed,
-    LeaseState,
     RunRecord,
     RunWrite,
     Store,
@@ -70,7 +69,7 @@ class MissingAgent(Agent):
                          code="agent_not_found")
 
 
-class Engine(EdgeReads):
+class Engine(EdgeReads, HeldLeases):
     """Owns runs in this process; the HTTP edge and the CLI call it."""
 
     def __init__(self, settings: Settings, store: Store, agents: dict[str, Agent]) -> None:
@@ -101,8 +100,11 @@ class Engine(EdgeReads):
         self._snapshot_hooks: set[asyncio.Task[None]] = set()  # the host's snapshot hook
         self._renewed = time.monotonic()  # the last time the loop renewed the leases
         # The leases' heartbeat runs in a thread: an agent blocking the loop loses none.
+        # A lease runs out here first (G9): a shared store's runs stop when it does.
         self.leases = LeaseKeeper(store.lease_renewer(), self.instance, settings.lease_ttl,
-                                  self._leases_renewed)
+                                  self._leases_renewed,
+                                  None if store.exclusive else self._leases_expired)
+        self.losses = Losses(settings.lease_ttl)
         self.services = RunServices(
             store=store, writer=self.writer, hub=self.hub, settings=settings, metrics=self.metrics,
             instance=self.instance, is_draining=lambda: self.draining,
@@ -118,9 +120,10 @@ class Engine(EdgeReads):
         if self.store.exclusive:
             # The data-directory lock proves any other lease holder dead (G8):
             # take its runs now instead of waiting for the TTL.
+            sent = time.monotonic()
             for run in await self.store.claim_expired(self.instance, self.settings.lease_ttl,
                                                       self.settings.max_runs, all_foreign=True):
-                self._launch(run, crashed=True)
+                self._launch(run, crashed=True, sent=sent)
         self._tasks = [
             asyncio.create_task(self._pump(), name="outlast-pump"),
             asyncio.create_task(self.leases.beating(), name="outlast-loop-beat"),
@@ -219,9 +222,10 @@ class Engine(EdgeReads):
         req = admit_request(owner, agent, body, options, history, limits.of(self.settings, owner),
                             claim=(self.instance, self.settings.lease_ttl,
                                    await self._admission_room()))
+        sent = time.monotonic()
         with self._reserving(req.claim_limit):
             result = await self.store.admit(req)
-        self._start(result.claimed)
+        self._start(result.claimed, sent)
         if result.created:
             self.metrics.admitted.inc()
             for old in result.superseded:
@@ -334,18 +338,19 @@ class Engine(EdgeReads):
     async def _claim_queued(self, instance: str, ttl: float, limit: int) -> list[RunRecord]:
         return await self.store.claim_queued(instance, ttl, limit, start=True)
 
-    def _start(self, claimed: list[RunRecord]) -> None:
-        """Launch claimed runs. Those their claim started have RUN_STARTED committed
-        (``last_seq`` 1): counted and announced here, as the writer does its commits."""
+    def _start(self, claimed: list[RunRecord], sent: float) -> None:
+        """Launch runs claimed by a statement sent at ``sent``. Those their claim started
+        have RUN_STARTED committed (``last_seq`` 1): counted and announced here, as the
+        writer does its commits."""
         for run in claimed:
-            self._launch(run, crashed=False)
+            self._launch(run, crashed=False, sent=sent)
         started = [EventsCommitted(run.rid, run.last_seq, False)
                    for run in claimed if run.last_seq]
         if started:
             self.metrics.events.inc(len(started))
             self._announce(started)
 
-    def _launch(self, run: RunRecord, *, crashed: bool) -> None:
+    def _launch(self, run: RunRecord, *, crashed: bool, sent: float) -> None:
         agent = self.agents.get(run.agent)
         if agent is None:
             log.error("run %s needs agent %r, which is not registered here (it ends failed, "
@@ -355,6 +360,7 @@ class Engine(EdgeReads):
             self.metrics.takeovers.inc()
         ex = RunExecution(self.services, run, agent, crashed=crashed)
         self.executions[run.rid] = ex
+        self.leases.held([run.rid], sent)  # it lasts here until a TTL after ``sent``
         self._track_leases()
         self._idle.clear()
         self.metrics.executing.set(len(self.executions))
@@ -385,7 +391,10 @@ class Engine(EdgeReads):
             if self.draining:
                 continue
             try:
-                self._start(await self._claiming(self._claim_queued))
+                sent = time.monotonic()
+                self._start(await self._claiming(self._claim_queued), sent)
+                if self.losses:
+                    await self.losses.report(self.store)  # the store answers again
                 last = max(self._renewed, self.leases.renewed_at)
                 if self.executions and \
                         time.monotonic() - last > self.settings.lease_ttl / 2:
@@ -393,10 +402,11 @@ class Engine(EdgeReads):
                     # executing here may have run out. Renewed first, they are not taken
                     # over from this very process (G8 holds either way: fencing).
                     await self._renew()
+                sent = time.monotonic()
                 for run in await self._claiming(self.store.claim_expired):
                     log.warning("run %s: lease expired; taking it over", run.id,
                                 extra=logs.of_run(run))
-                    self._launch(run, crashed=True)
+                    self._launch(run, crashed=True, sent=sent)
             except StoreUnavailable:
                 pass  # said once by the StorageWatch
             except Exception:
@@ -409,33 +419,6 @@ class Engine(EdgeReads):
         for ex in list(self.executions.values()):
             if ex.waits_on_store():
                 ex.stop(outage.code)
-
-    async def _renew(self) -> None:
-        """Renew the leases of the runs executing here from the loop (the pump's, when
-        the lease thread's renewals have failed a while); stop those no longer held."""
-        # Renew only what still executes here: a run whose execution ended without
-        # settling (an engine failure, say) must expire so another attempt takes it (G8).
-        local = list(self.executions)
-        held = await self.store.renew_leases(self.instance, self.settings.lease_ttl, local)
-        self._renewed = time.monotonic()
-        self._leases_renewed(local, held)
-
-    def _track_leases(self) -> None:
-        self.leases.track({rid: ex.run.id for rid, ex in self.executions.items()})
-
-    def _leases_renewed(self, rids: list[int], held: list[LeaseState]) -> None:
-        """What a renewal of ``rids`` found: stop the runs whose lease is gone (fencing:
-        without it they must not write another byte) or whose cancel was asked."""
-        states = {s.rid: s for s in held}
-        for rid in rids:
-            ex = self.executions.get(rid)
-            if ex is None or ex.done.is_set():
-                continue
-            state = states.get(rid)
-            if state is None or state.attempt != ex.run.attempts:
-                ex.stop("lease_lost")
-            elif state.cancel_requested:
-                ex.stop("cancel")
 
     async def gc(self, older_than: float | None, *, dry_run: bool) -> tuple[float, Freed]:
         """``outlast gc`` through this server (``retention.on_demand``)."""

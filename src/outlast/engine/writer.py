@@ -308,7 +308,11 @@ class Writer:
                     # StorageWatch). Every run keeps its writes and its lease, and the
                     # next attempt goes as soon as the store writes again (G2, G8).
                     for ch, w, ws in zip(channels, writes, waiters, strict=True):
-                        self._put_back(ch, w, ws)
+                        if ch.fenced:  # abandoned meanwhile: its lease ran out here
+                            ch.inflight = False
+                            self._settle([ws])
+                        else:
+                            self._put_back(ch, w, ws)
                     await self._storage.wait_writable(retry)
                     retry = min(retry * 2, MAX_RETRY)
                     self._wake.set()
@@ -350,6 +354,25 @@ class Writer:
                 if ch.pending and not ch.fenced:
                     self._mark(ch)  # the rest of its backlog: next commit
             self._on_commit(committed)
+
+    def abandon(self, ch: RunChannel) -> None:
+        """The run's lease ran out in this process (``engine.leases``): what it has not
+        written is dropped and nothing more is, as if fenced; its flushes return."""
+        ch.fenced = True
+        ch.events, ch.constructs, ch.states, ch.snapshots = [], [], [], []
+        ch.finish, ch.usage, ch.committed_callbacks = None, [], []
+        if self._dirty.get(ch.rid) is ch:
+            del self._dirty[ch.rid]
+        waiters, ch.waiters = ch.waiters, []
+        self._settle([waiters])
+        self._release_room(ch)
+
+    @staticmethod
+    def _settle(waiters: list[list[asyncio.Future[None]]]) -> None:
+        for futures in waiters:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_result(None)
 
     def _fail(self, channels: list[RunChannel], waiters: list[list[asyncio.Future[None]]],
               exc: Exception) -> None:

@@ -33,6 +33,13 @@ from outlast.store.base import (
 )
 from outlast.store.notifications import CHANNELS, Notification, WorkAvailable, decode, encode
 from outlast.store.outage import outages, postgres_outage
+from outlast.store.pglink import (
+    CONNECT_TIMEOUT,
+    SERVER_SETTINGS,
+    STATEMENT_TIMEOUT,
+    connect,
+    on_connect,
+)
 from outlast.store.sql import Query
 from outlast.store.sqlconn import Row, UniqueViolation
 from outlast.store.sqlstore import SqlStore
@@ -53,6 +60,8 @@ VACUUM_EVERY = 10.0
 IDLE_IN_TRANSACTION_MS = "10000"
 """How long PostgreSQL lets one of our transactions sit idle: ours never wait between
 statements, so only a frozen process reaches it."""
+MAINTENANCE_TIMEOUT = 24 * 3600.0
+"""Seconds a migration script or a VACUUM may take (the statement timeout is not theirs)."""
 
 class _Conn:
     """Named-query adapter over one asyncpg connection inside a transaction."""
@@ -88,7 +97,7 @@ class _Conn:
 
     async def script(self, sql: str) -> None:
         # No arguments: the simple protocol, which runs several statements at once.
-        await self._con.execute(sql)
+        await self._con.execute(sql, timeout=MAINTENANCE_TIMEOUT)
 
 
 async def _keep_session(con: asyncpg.Connection) -> None:
@@ -134,9 +143,13 @@ class PostgresStore(SqlStore):
         # G8: a process frozen inside a transaction (SIGSTOP, a stalled VM) would keep its
         # row locks, and the takeover claim skips locked runs: the server ends such a
         # transaction after a while, which fences the frozen process off.
+        # A partition is not a crash: every connection notices a dead peer within seconds
+        # (``store.pglink``), so the store answers StoreUnavailable instead of hanging.
         self._pool = await asyncpg.create_pool(
             self.url, min_size=self._min_size, max_size=self._max_size,
-            server_settings={"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS},
+            timeout=CONNECT_TIMEOUT, command_timeout=STATEMENT_TIMEOUT, init=on_connect,
+            server_settings={**SERVER_SETTINGS,
+                             "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS},
             reset=_keep_session)
         await self._migrate()
         self._dispatcher = asyncio.create_task(self._dispatch_loop(), name="outlast-pg-dispatch")
@@ -297,8 +310,8 @@ class PostgresStore(SqlStore):
         while not self._closing:
             con: asyncpg.Connection | None = None
             try:
-                con = await asyncpg.connect(
-                    self.url, server_settings={"application_name": LISTEN_APPLICATION})
+                con = await connect(self.url,
+                                    settings={"application_name": LISTEN_APPLICATION})
                 lost = asyncio.Event()
                 con.add_termination_listener(lambda _c, lost=lost: lost.set())
                 for channel in CHANNELS:
@@ -347,12 +360,16 @@ class PostgresStore(SqlStore):
         self._compacted = False
         self._vacuumed = time.monotonic()
         async with self._pool.acquire() as con:
-            await con.execute("VACUUM (SKIP_LOCKED) events")
+            await con.execute("VACUUM (SKIP_LOCKED) events", timeout=MAINTENANCE_TIMEOUT)
 
 
 class _PgRenewer(LeaseRenewer):
     """Lease renewals on an asyncpg connection of the renewing thread's own, driven by
-    an event loop of that thread's own (asyncpg has no blocking interface)."""
+    an event loop of that thread's own (asyncpg has no blocking interface).
+
+    A renewal that fails in any way (a timeout above all: a partition answers nothing)
+    drops its connection, and the next one connects anew: a connection that timed out
+    may be dead, and one that is not may still carry the late statement."""
 
     def __init__(self, url: str, queries: Mapping[str, Query]) -> None:
         self._url = url
@@ -366,12 +383,21 @@ class _PgRenewer(LeaseRenewer):
         return self._loop.run_until_complete(self._renew(instance, ttl, rids))
 
     async def _renew(self, instance: str, ttl: float, rids: list[int]) -> list[LeaseState]:
-        if self._con is None or self._con.is_closed():
-            self._con = await asyncpg.connect(self._url, timeout=max(1.0, ttl))
-        async with asyncio.timeout(max(1.0, ttl)), self._con.transaction():
-            rows = await _Conn(self._con, self._q).all(
-                "run_renew_leases", instance=instance, rids=json.dumps(rids),
-                expires=time.time() + ttl)
+        # Within the renewal interval (a third of the TTL), so the next one goes on time.
+        limit = min(CONNECT_TIMEOUT, max(0.5, ttl / 3))
+        try:
+            async with asyncio.timeout(limit):
+                if self._con is None or self._con.is_closed():
+                    self._con = await connect(self._url, statement_timeout=limit)
+                async with self._con.transaction():
+                    rows = await _Conn(self._con, self._q).all(
+                        "run_renew_leases", instance=instance, rids=json.dumps(rids),
+                        expires=time.time() + ttl, ttl=ttl)
+        except BaseException:
+            if self._con is not None:
+                self._con.terminate()
+                self._con = None
+            raise
         return [LeaseState(r["rid"], r["attempts"], bool(r["cancel_requested"])) for r in rows]
 
     def close(self) -> None:

@@ -42,6 +42,7 @@ from outlast.store.base import (
     ThreadRecord,
     ThreadView,
     WebhookWrite,
+    takeover_margin,
 )
 from outlast.store.cursors import decode_thread_cursor, encode_thread_cursor
 from outlast.store.notifications import Notification
@@ -313,7 +314,7 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
                      ) -> tuple[list[RunRecord], dict[int, StoredEvent]]:
         """The runs claimed, and the first event of each one started (``known``: what
         admission knows of its run, by rid)."""
-        rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl,
+        rows = await c.all("run_claim_queued", instance=instance, expires=now + ttl, ttl=ttl,
                            now=now, limit=limit)
         for tid in {r["tid"] for r in rows}:
             await c.run("thread_refresh_status", tid=tid, now=now)
@@ -323,17 +324,19 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
     async def claim_expired(
         self, instance: str, ttl: float, limit: int, all_foreign: bool = False
     ) -> list[RunRecord]:
+        # G8: taken over only ``takeover_margin`` past the expiry, once the holder stopped.
         now = time.time()
+        margin = takeover_margin(ttl)
         rows = await self._in_write(lambda c: c.all(
-            "run_claim_expired", instance=instance, expires=now + ttl, now=now, limit=limit,
-            all_foreign=1 if all_foreign else 0))
+            "run_claim_expired", instance=instance, expires=now + ttl, ttl=ttl,
+            now=now - margin, margin=margin, limit=limit, all_foreign=1 if all_foreign else 0))
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.rid)
 
     async def renew_leases(self, instance: str, ttl: float,
                            rids: list[int] | None = None) -> list[LeaseState]:
         rows = await self._in_write(lambda c: c.all("run_renew_leases", instance=instance,
                                              rids=None if rids is None else json.dumps(rids),
-                                             expires=time.time() + ttl))
+                                             expires=time.time() + ttl, ttl=ttl))
         return [LeaseState(r["rid"], r["attempts"], bool(r["cancel_requested"])) for r in rows]
 
     async def release_lease(self, rid: int, instance: str, attempt: int) -> None:

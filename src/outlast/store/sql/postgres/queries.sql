@@ -1,5 +1,8 @@
 -- Queries whose PostgreSQL form differs from the shared ones in ../queries.sql:
 -- row locks in the order given there, and claims that never wait.
+-- Leases are set and compared by the database's clock (clock_timestamp()), never the
+-- processes' (G8): their wall clocks need not agree. A claim of an expired lease waits
+-- :margin seconds past its expiry, for the holder to stop first (engine/leases.py).
 
 -- name: thread_lock
 -- Serialize admissions on one thread across processes (G3): the row lock is held to commit.
@@ -16,7 +19,8 @@ WITH picked AS (
                       AND q.status IN ('queued', 'running'))
     ORDER BY r.rid LIMIT :limit
     FOR UPDATE OF r, t SKIP LOCKED)
-UPDATE runs SET status = 'running', lease_owner = :instance, lease_expires_at = :expires,
+UPDATE runs SET status = 'running', lease_owner = :instance,
+    lease_expires_at = EXTRACT(EPOCH FROM clock_timestamp())::float8 + :ttl::float8,
     attempts = runs.attempts + 1, started_at = COALESCE(runs.started_at, :now)
 FROM picked
 WHERE runs.rid = picked.rid AND runs.status = 'queued'
@@ -28,11 +32,14 @@ RETURNING runs.*;
 WITH picked AS (
     SELECT rid FROM runs
     WHERE status = 'running'
-      AND (lease_owner IS NULL OR lease_expires_at < :now
+      AND (lease_owner IS NULL
+           OR lease_expires_at < EXTRACT(EPOCH FROM clock_timestamp())::float8
+                                 - :margin::float8
            OR (:all_foreign = 1 AND lease_owner <> :instance))
     ORDER BY rid LIMIT :limit
     FOR UPDATE SKIP LOCKED)
-UPDATE runs SET lease_owner = :instance, lease_expires_at = :expires,
+UPDATE runs SET lease_owner = :instance,
+    lease_expires_at = EXTRACT(EPOCH FROM clock_timestamp())::float8 + :ttl::float8,
     attempts = runs.attempts + 1
 FROM picked
 WHERE runs.rid = picked.rid
@@ -48,7 +55,7 @@ WITH held AS (
            OR rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint))
     ORDER BY rid
     FOR NO KEY UPDATE)
-UPDATE runs SET lease_expires_at = :expires
+UPDATE runs SET lease_expires_at = EXTRACT(EPOCH FROM clock_timestamp())::float8 + :ttl::float8
 FROM held
 WHERE runs.rid = held.rid AND runs.lease_owner = :instance AND runs.status = 'running'
 RETURNING runs.rid, runs.attempts, runs.cancel_requested;
