@@ -151,6 +151,12 @@ class AgnoHost(Agent):
         if not serves(agent):
             raise TypeError(f"the Agno host takes an agno.agent.Agent, not {type(agent)!r}")
         self.agent = agent
+        client = getattr(agent.model, "get_async_client", None)
+        if callable(client):
+            try:
+                client()  # made once, so every run's copy of the model shares it
+            except Exception:  # each run reports it (no API key, ...)
+                log.debug("the Agno model's client is made per run", exc_info=True)
 
     def _copy(self, ctx: RunContext, store: _Store, failures: list[AgentError]) -> Any:
         """This run's agent: Agno keeps a run's state on its agent and model objects, so
