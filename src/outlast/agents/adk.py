@@ -1,33 +1,25 @@
 """Google ADK host: an ADK ``LlmAgent`` runs durably as an outlast agent.
 
-The agent runs under ADK's own ``Runner`` (streaming mode ``SSE``); its streamed model
-events become AG-UI text and tool-call events, its function responses tool results
-(ADK's ``{"result": ...}`` wrapper of a plain value taken off). Outlast adds:
+The agent runs under ADK's own ``Runner`` (``StreamingMode.SSE``): its model events
+become AG-UI text and tool-call events, its function responses tool results (ADK's
+``{"result": ...}`` wrapper of a plain value taken off). Outlast adds:
 
-- the ADK session lives in outlast's thread: a session service (``ThreadSessions``)
-  keeps the session's events in the thread's private ``session_state``, saved with
-  every boundary snapshot, so a new process continues the same conversation, and
-  messages the thread gained since (a new user turn) join the session as events;
-- every tool of the agent runs as a journaled effect keyed by the model's call id
-  (G9): a retry, a reattach or a crash resume never runs it twice;
-- a tool with ``require_confirmation`` becomes a durable interrupt (G7): ADK ends its
-  invocation with a long-running ``adk_request_confirmation`` call, kept in the
-  session; the person's answer, after any restart, goes back as the
-  ``FunctionResponse`` ADK expects, and ADK runs the tool (approved) or tells the
-  model in its own words that the call was rejected (with the person's reason).
-  ADK's stand-in result for the call awaiting confirmation is never shown: the call
-  gets one result, the real one. ADK checks a confirmation against the call as the
-  model made it, so edited arguments are refused (the call is not run);
-- a crash resume (G8) continues the session as of the last boundary: calls the dead
-  attempt left without a result are executed (through the journal, after asking a
-  person about any in doubt) and answered in place, and a reply it was cutting off is
-  kept, marked ``finishReason: interrupted``, and never sent back to the model;
-- cancel reaches the model request (ADK's ``abort_signal``); every model response's
-  tokens count toward the run's final event (AG-UI 1.0 usage).
+- the ADK session in the thread: a session service (``ThreadSessions``) keeps it in the
+  thread's private ``session_state``, saved with every boundary snapshot, so a new
+  process continues the conversation; messages the thread gained since join it;
+- tools journaled (G9): every tool runs as an effect keyed by the model's call id;
+- ``require_confirmation`` as a durable interrupt (G7): ADK ends its invocation with a
+  long-running ``adk_request_confirmation`` call, kept in the session; the answer, after
+  any restart, goes back as the ``FunctionResponse`` ADK expects, and ADK runs the tool
+  or tells the model in its own words (and the person's reason) that it was rejected.
+  ADK's stand-in result for the waiting call is never shown (one result per call);
+  edited arguments are refused (ADK confirms a call only as the model made it);
+- crash resume (G8) from the session at the last boundary: owed calls run through the
+  journal (a call in doubt asked about first), a cut reply is marked and left out;
+- cancel through ADK's ``abort_signal``; every response's tokens on the final event.
 
-ADK's OpenTelemetry spans go to whatever tracer provider the process has (none unless
-outlast's own tracing is on); it sends nothing else anywhere. Tools from toolsets (MCP
-and the like) run unjournaled. Install with ``pip install "outlast[adk]"``.
+ADK's OpenTelemetry spans go to the process's tracer provider (none unless outlast's
+tracing is on); nothing else leaves the process. Install ``pip install "outlast[adk]"``.
 """
 
 from __future__ import annotations
@@ -133,8 +125,7 @@ class ThreadSessions(BaseSessionService):
 def journal_tools(agent: Any) -> None:
     """Make every tool of ``agent`` (and of its sub-agents) run as an outlast effect keyed
     by the model's call id while a run of this host executes it (G9); outside such a
-    run the tools behave as before. A call still waiting for a person's confirmation
-    (or rejected) is ADK's own answer, not an execution: it is not journaled."""
+    run the tools behave as before. Plain functions become ``FunctionTool``s."""
     _require()
     if isinstance(agent, LlmAgent):
         agent.tools = [_journaled(FunctionTool(t) if callable(t) and not isinstance(
@@ -232,8 +223,10 @@ class AdkAgent(Agent):
         finally:
             abort.set()  # a cancelled run stops ADK's model request too
             CURRENT.reset(token)
+            # Failed or cancelled too: the session holds what ADK finished, and a
+            # later turn must not add the messages of this one again.
+            relay.settle()
         await relay.close()
-        relay.settle()
         if relay.confirmations:
             await ctx.interrupt(*[_approval(c) for c in relay.confirmations])
         return None
@@ -277,9 +270,10 @@ class AdkAgent(Agent):
         async def invoke() -> Any:
             if tool is None or not isinstance(args, dict):
                 return f"Not run: the agent has no tool named {name!r} taking these arguments."
-            value = tool.func(**args)
-            if inspect.isawaitable(value):
-                value = await value
+            if inspect.iscoroutinefunction(tool.func):
+                value = await tool.func(**args)
+            else:  # off the event loop
+                value = await asyncio.to_thread(tool.func, **args)
             return to_jsonable_python(value, fallback=str)
 
         recorded = await ctx.effect(KEY_PREFIX + call["id"], invoke, tool=name, args=args,
@@ -421,10 +415,11 @@ class _Relay:
                 self.confirmations.append(call)
                 continue
             await self._start_call(call)
-            await self.ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call.id,
-                                 "delta": json.dumps(call.args or {}, ensure_ascii=False)})
-            self.calls.remove(call.id)
-            await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call.id})
+            if call.id in self.calls:
+                self.calls.remove(call.id)
+                await self.ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call.id,
+                                     "delta": json.dumps(call.args or {}, ensure_ascii=False)})
+                await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call.id})
         usage = event.usage_metadata
         counts = {wire: value for key, wire in _USAGE.items()
                   if isinstance(value := getattr(usage, key, None), int) and value > 0}
