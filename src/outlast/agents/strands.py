@@ -56,6 +56,9 @@ log = logging.getLogger("outlast.agents.strands")
 SESSION_KEY = "strands"
 KEY_PREFIX = "strands-tool:"  # + the call id: a tool execution's journal key
 INTERRUPT_KIND = "strands_interrupt"
+APPROVAL_SCHEMA = {"type": "object", "required": ["approved"], "properties": {
+    "approved": {"type": "boolean"}, "reason": {"type": "string"},
+    "editedArgs": {"type": "object"}}}
 
 
 def _require() -> Any:
@@ -309,16 +312,16 @@ class StrandsAgent(Agent):
                     "name": interrupt.name, "reason": reason}
         item: dict[str, Any] = {"id": f"strands-{interrupt.id}", "reason": "input_required",
                                 "metadata": metadata}
-        if use is not None:
+        if use is not None:  # the call waits for it: its result is the continuation's
             args = to_jsonable_python(use.get("input"), fallback=str)
             shown = json.dumps(args, ensure_ascii=False)
             shown = shown if len(shown) <= 300 else shown[:297] + "..."
             metadata.update(tool=use["name"], args=args)
-            item.update(reason="tool_call", toolCallId=str(use["toolUseId"]),
-                        message=f"Run {use['name']}({shown})?", responseSchema={
-                            "type": "object", "required": ["approved"], "properties": {
-                                "approved": {"type": "boolean"}, "reason": {"type": "string"},
-                                "editedArgs": {"type": "object"}}})
+            item.update(toolCallId=str(use["toolUseId"]), message=f"Run {use['name']}({shown})?")
+        if use is not None and not interrupt.id.startswith("v1:tool_call:"):
+            # Asked before the call (a hook, an intervention): an approval. A tool asking
+            # from inside its body may ask anything.
+            item.update(reason="tool_call", responseSchema=APPROVAL_SCHEMA)
         if isinstance(reason, str) and reason:
             item["message"] = reason
         item.setdefault("message", f"The agent asks: {interrupt.name}")
@@ -394,7 +397,7 @@ class _Relay:
         elif "contentBlockStart" in raw:
             use = (raw["contentBlockStart"].get("start") or {}).get("toolUse")
             if use:
-                await self._close_blocks()
+                await self.close()
                 self.call = str(use["toolUseId"])
                 start = {"type": "TOOL_CALL_START", "toolCallId": self.call,
                          "toolCallName": use["name"]}
@@ -404,7 +407,7 @@ class _Relay:
         elif "contentBlockDelta" in raw:
             await self._delta(raw["contentBlockDelta"].get("delta") or {})
         elif "contentBlockStop" in raw:
-            await self._close_blocks()
+            await self.close()
         elif "messageStop" in raw:
             await self.close()
         elif "metadata" in raw:
@@ -449,7 +452,8 @@ class _Relay:
         await self.ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": self.ctx.new_id("result"),
                              "toolCallId": call, "role": "tool", "content": content})
 
-    async def _close_blocks(self) -> None:
+    async def close(self) -> None:
+        """Close every construct the reply under way opened."""
         if self.text is not None:
             text, self.text = self.text, None
             await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text})
@@ -460,10 +464,6 @@ class _Relay:
         if self.call is not None:
             call, self.call = self.call, None
             await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call})
-
-    async def close(self) -> None:
-        """The end of a reply: every construct it opened closed."""
-        await self._close_blocks()
 
 
 HOST = StrandsAgent
