@@ -106,3 +106,17 @@ async def test_a_denied_call_tells_the_model_in_adks_words_with_the_reason(
     assert [json.loads(m["content"]) for m in told] == [
         {"error": "This tool call is rejected.", "reason": "wrong person"}]
     one_result_per_call(thread["messages"])
+
+
+async def test_a_failed_turn_is_held_once_in_the_session(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    srv = start(server_factory, HOST, model, tmp_path / "tools.log")
+    model.replies = [Reply(status=400, error_body=json.dumps({"error": {
+        "message": "bad request", "type": "invalid_request_error"}})), Reply(text="Hello.")]
+    async with srv.client() as c:
+        _, failed = await collect(c, "POST", "/agents/adk", json=body("a-f", "a-f1", "hi"))
+        _, more = await collect(c, "POST", "/agents/adk", json=body("a-f", "a-f2", "again"))
+    assert failed[-1].event["type"] == "RUN_ERROR", failed[-1].event
+    assert more[-1].event["type"] == "RUN_FINISHED", more[-1].event
+    sent = model.requests[-1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["hi", "again"], sent
