@@ -27,6 +27,16 @@ if [ ! -x /usr/bin/chromium ]; then
     fi
 fi
 
+# iproute2 (ip, tc): the partition tests cut a server off from PostgreSQL with network
+# namespaces (as root; elsewhere they skip, and fail under CI=true).
+if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
+    if [ "$(id -u)" = "0" ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+    else
+        echo "iproute2 is missing: the partition tests need it ('apt-get install -y iproute2')" >&2
+    fi
+fi
+
 # PostgreSQL server binaries: the fixtures start a throwaway cluster from them.
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
     echo "PostgreSQL server binaries are missing (apt-get install -y postgresql)" >&2

@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import glob
+import ipaddress
 import itertools
 import os
 import pwd
@@ -80,22 +81,24 @@ class PostgresCluster:
     _names: itertools.count[int] = field(default_factory=itertools.count)
 
     data_dir: Path | None = None  # elsewhere than under root, its WAL kept under root
+    listen: tuple[str, ...] = ()  # addresses besides 127.0.0.1, their /24 trusted
 
     @classmethod
-    def start_new(cls, *, durable: bool = False, data_dir: Path | None = None
-                  ) -> PostgresCluster:
+    def start_new(cls, *, durable: bool = False, data_dir: Path | None = None,
+                  listen: tuple[str, ...] = ()) -> PostgresCluster:
         """Find the binaries, initdb, start the server, build the template database.
 
         ``durable`` keeps fsync and synchronous commit on (benchmarks against a
         SQLite store that syncs every commit); tests run without them. ``data_dir``
         puts the data directory there (a small filesystem, say) and its write-ahead
-        log under the cluster's own directory."""
+        log under the cluster's own directory. ``listen``: more addresses to listen on
+        (the network namespaces of partition tests reach the server over them)."""
         bindir = find_bindir()
         if bindir is None:
             raise PostgresUnavailable(
                 "PostgreSQL server binaries (initdb, postgres, psql) were not found; install "
                 "postgresql or set OUTLAST_PG_BINDIR to their directory")
-        cluster = cls(bindir, durable=durable, data_dir=data_dir)
+        cluster = cls(bindir, durable=durable, data_dir=data_dir, listen=listen)
         try:
             cluster._start()
             cluster._make_template()
@@ -134,6 +137,11 @@ class PostgresCluster:
             capture_output=True, text=True, check=False)
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb failed:\n{init.stdout}\n{init.stderr}")
+        if self.listen:
+            with open(data / "pg_hba.conf", "a", encoding="utf-8") as hba:
+                for address in self.listen:
+                    network = ipaddress.ip_network(f"{address}/24", strict=False)
+                    hba.write(f"host all all {network} trust\n")
         self.port = free_port()
         settings = ["max_connections=300", "shared_buffers=64MB"]
         if not self.durable:
@@ -142,7 +150,7 @@ class PostgresCluster:
         self.proc = subprocess.Popen(
             self._as_owner([
                 str(self.bindir / "postgres"), "-D", str(data), "-p", str(self.port),
-                "-h", "127.0.0.1", "-k", str(sockets),
+                "-h", ",".join(("127.0.0.1", *self.listen)), "-k", str(sockets),
                 *[arg for s in settings for arg in ("-c", s)],
             ]),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
