@@ -47,3 +47,13 @@ def maf_agent(settings: Any = None) -> Any:
     client = OpenAIChatCompletionClient(base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
                                         api_key="unused", model="bench")
     return af.Agent(client=client, instructions="Answer.")
+
+
+def agno_agent(settings: Any = None) -> Any:
+    """An Agno agent on Agno's OpenAI chat model (telemetry off: nothing leaves)."""
+    from agno.agent import Agent
+    from agno.models.openai import OpenAIChat
+
+    model = OpenAIChat(id="bench", base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
+                       api_key="unused")
+    return Agent(model=model, instructions="Answer.", telemetry=False)

@@ -9,7 +9,8 @@ served two ways:
   ``AGUIAdapter.dispatch_request`` in a Starlette route (``bench.peer_pydantic_ai``);
   ag-ui-langgraph's ``add_langgraph_fastapi_endpoint`` with an in-memory checkpointer
   (``bench.peer_ag_ui_langgraph``); Microsoft Agent Framework's
-  ``add_agent_framework_fastapi_endpoint`` (``bench.peer_maf_endpoint``); each with its
+  ``add_agent_framework_fastapi_endpoint`` (``bench.peer_maf_endpoint``); Agno's
+  ``AGUI`` interface router (``bench.peer_agno``, ``POST /agui``); each with its
   defaults;
 - **through outlast**: ``outlast serve --agent host=outlast.agents.<framework>:factory``
   over the same agent (``bench.host_agents``; SQLite, synchronous FULL): every event
@@ -33,7 +34,7 @@ the server process's CPU per token (the model server's own CPU is not counted).
 Targets: through outlast, first token within +20 ms of the framework's own endpoint,
 tokens/s ≥ 0.95x, and at 100 runs a p99 no worse than the framework's.
 
-    python -m bench.hosts [--quick]
+    python -m bench.hosts [--quick] [--framework NAME ...]
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class Host:
     packages: str  # what to install for the peer
     agent: str  # outlast's factory
     env: dict[str, str] = field(default_factory=dict)
+    path: str = "/"  # the framework's endpoint on its server
 
 
 HOSTS = [
@@ -107,6 +109,9 @@ HOSTS = [
     Host("Microsoft Agent Framework", "bench.peer_maf_endpoint", "agent_framework_ag_ui",
          "OUTLAST_BENCH_MAF_PYTHON", "agent-framework-ag-ui agent-framework-openai",
          "outlast.agents.maf:factory", {"OUTLAST_MAF_AGENT": "bench.host_agents:maf_agent"}),
+    Host("Agno", "bench.peer_agno", "agno.os.interfaces.agui", "OUTLAST_BENCH_AGNO_PYTHON",
+         "agno fastapi", "outlast.agents.agno:factory",
+         {"OUTLAST_AGNO_AGENT": "bench.host_agents:agno_agent"}, path="/agui"),
 ]
 
 
@@ -118,7 +123,7 @@ async def compare(host: Host, python: str, model_url: str, tmp: Path,
     with Server([python, "-m", host.peer]) as own, \
             Server.outlast(tmp / host.name.replace(" ", "-"), "--agent",
                            f"host={host.agent}", "--max-connections", "4000") as outlast:
-        endpoints = {"own": (own, "/"), "outlast": (outlast, "/agents/host")}
+        endpoints = {"own": (own, host.path), "outlast": (outlast, "/agents/host")}
         for server, path in endpoints.values():  # warm-up: imports, connections
             await measure(server, path, 2, 1)
         for concurrency, count in levels.items():
@@ -141,7 +146,7 @@ def verdicts(results: dict[str, dict[int, dict[str, Any]]]) -> dict[int, dict[st
     return out
 
 
-async def main_async(quick: bool) -> dict[str, Any]:
+async def main_async(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
     raise_nofile(4096)
     levels = QUICK_LEVELS if quick else LEVELS
     hosts: dict[str, Any] = {}
@@ -151,6 +156,8 @@ async def main_async(quick: bool) -> dict[str, Any]:
                     "--tokens", str(TOKENS)]) as model:
         os.environ["OUTLAST_OPENAI_BASE_URL"] = model.url
         for host in HOSTS:
+            if only and host.name not in only:
+                continue
             python, why = peer_python(host.probe, host.python_variable, host.packages)
             if python is None:
                 skipped[host.name] = why
@@ -162,8 +169,11 @@ async def main_async(quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    ns = parser(__doc__).parse_args()
-    out = asyncio.run(main_async(ns.quick))
+    p = parser(__doc__)
+    p.add_argument("--framework", action="append", choices=[h.name for h in HOSTS],
+                   help="only this framework (repeatable; default: every one)")
+    ns = p.parse_args()
+    out = asyncio.run(main_async(ns.quick, ns.framework))
     rows: list[tuple[str, ...]] = [(
         "framework", "runs at once", "endpoint", "first token ms (median)",
         "tokens/s per run (median)", "emit→receipt p50 / p99 ms", "server CPU µs per token",
