@@ -57,3 +57,14 @@ def agno_agent(settings: Any = None) -> Any:
     model = OpenAIChat(id="bench", base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
                        api_key="unused")
     return Agent(model=model, instructions="Answer.", telemetry=False)
+
+
+def adk_agent(settings: Any = None) -> Any:
+    """A Google ADK ``LlmAgent`` on ADK's own OpenAI model (``OpenAILlm``)."""
+    from google.adk.agents import LlmAgent
+    from google.adk.integrations.openai import OpenAILlm
+    from openai import AsyncOpenAI
+
+    model = OpenAILlm(model="bench", client=AsyncOpenAI(
+        base_url=os.environ["OUTLAST_OPENAI_BASE_URL"], api_key="unused"))
+    return LlmAgent(name="assistant", model=model, instruction="Answer.")

@@ -10,8 +10,8 @@ served two ways:
   ag-ui-langgraph's ``add_langgraph_fastapi_endpoint`` with an in-memory checkpointer
   (``bench.peer_ag_ui_langgraph``); Microsoft Agent Framework's
   ``add_agent_framework_fastapi_endpoint`` (``bench.peer_maf_endpoint``); Agno's
-  ``AGUI`` interface router (``bench.peer_agno``, ``POST /agui``); each with its
-  defaults;
+  ``AGUI`` interface router (``bench.peer_agno``, ``POST /agui``); ag-ui-adk's
+  ``add_adk_fastapi_endpoint`` (``bench.peer_adk``); each with its defaults;
 - **through outlast**: ``outlast serve --agent host=outlast.agents.<framework>:factory``
   over the same agent (``bench.host_agents``; SQLite, synchronous FULL): every event
   stored before it is sent (G2), tool calls journaled, the run resumable.
@@ -109,6 +109,9 @@ HOSTS = [
     Host("Microsoft Agent Framework", "bench.peer_maf_endpoint", "agent_framework_ag_ui",
          "OUTLAST_BENCH_MAF_PYTHON", "agent-framework-ag-ui agent-framework-openai",
          "outlast.agents.maf:factory", {"OUTLAST_MAF_AGENT": "bench.host_agents:maf_agent"}),
+    Host("Google ADK", "bench.peer_adk", "ag_ui_adk", "OUTLAST_BENCH_ADK_PYTHON",
+         "ag-ui-adk", "outlast.agents.adk:factory",
+         {"OUTLAST_ADK_AGENT": "bench.host_agents:adk_agent"}),
     Host("Agno", "bench.peer_agno", "agno.os.interfaces.agui", "OUTLAST_BENCH_AGNO_PYTHON",
          "agno fastapi", "outlast.agents.agno:factory",
          {"OUTLAST_AGNO_AGENT": "bench.host_agents:agno_agent"}, path="/agui"),
