@@ -59,6 +59,16 @@ def agno_agent(settings: Any = None) -> Any:
     return Agent(model=model, instructions="Answer.", telemetry=False)
 
 
+def strands_agent(settings: Any = None) -> Any:
+    """A Strands agent on Strands' OpenAI model that only answers."""
+    from strands import Agent
+    from strands.models.openai import OpenAIModel
+
+    model = OpenAIModel(client_args={"base_url": os.environ["OUTLAST_OPENAI_BASE_URL"],
+                                     "api_key": "unused"}, model_id="bench")
+    return Agent(model=model, system_prompt="Answer.", callback_handler=None)
+
+
 def adk_agent(settings: Any = None) -> Any:
     """A Google ADK ``LlmAgent`` on ADK's own OpenAI model (``OpenAILlm``)."""
     from google.adk.agents import LlmAgent

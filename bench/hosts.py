@@ -11,7 +11,8 @@ served two ways:
   (``bench.peer_ag_ui_langgraph``); Microsoft Agent Framework's
   ``add_agent_framework_fastapi_endpoint`` (``bench.peer_maf_endpoint``); Agno's
   ``AGUI`` interface router (``bench.peer_agno``, ``POST /agui``); ag-ui-adk's
-  ``add_adk_fastapi_endpoint`` (``bench.peer_adk``); each with its defaults;
+  ``add_adk_fastapi_endpoint`` (``bench.peer_adk``); ag-ui-strands'
+  ``add_strands_fastapi_endpoint`` (``bench.peer_strands``); each with its defaults;
 - **through outlast**: ``outlast serve --agent host=outlast.agents.<framework>:factory``
   over the same agent (``bench.host_agents``; SQLite, synchronous FULL): every event
   stored before it is sent (G2), tool calls journaled, the run resumable.
@@ -112,6 +113,10 @@ HOSTS = [
     Host("Google ADK", "bench.peer_adk", "ag_ui_adk", "OUTLAST_BENCH_ADK_PYTHON",
          "ag-ui-adk", "outlast.agents.adk:factory",
          {"OUTLAST_ADK_AGENT": "bench.host_agents:adk_agent"}),
+    Host("Strands Agents", "bench.peer_strands", "ag_ui_strands",
+         "OUTLAST_BENCH_STRANDS_PYTHON", "ag-ui-strands strands-agents",
+         "outlast.agents.strands:factory",
+         {"OUTLAST_STRANDS_AGENT": "bench.host_agents:strands_agent"}),
     Host("Agno", "bench.peer_agno", "agno.os.interfaces.agui", "OUTLAST_BENCH_AGNO_PYTHON",
          "agno fastapi", "outlast.agents.agno:factory",
          {"OUTLAST_AGNO_AGENT": "bench.host_agents:agno_agent"}, path="/agui"),
