@@ -178,11 +178,12 @@ class AgnoHost(Agent):
                    if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND]
         saved = store.state()
         crashed = ctx.resumed and saved.get("run") == ctx.run_id
-        if answers and not crashed:
-            stream = await self._continue(ctx, agent, answers, relay)
-        else:
+        stream = await self._continue(ctx, agent, answers, relay) \
+            if answers and not crashed else None
+        if stream is None:
             # A continuation that crashed after a boundary goes on from it, from the thread
-            # (the calls a person answered settled first), not from Agno's paused run.
+            # (the calls a person answered settled first), not from Agno's paused run; so
+            # does one whose paused run the thread's session does not hold.
             settled = int(saved.get("settled") or 0) if crashed else None
             history = await self._history(ctx, agent, settled, answers)
             stream = agent.arun(history, stream=True, stream_events=True,
@@ -197,12 +198,14 @@ class AgnoHost(Agent):
 
     async def _continue(self, ctx: RunContext, agent: Any, answers: list[Resolution],
                         relay: _Relay) -> Any:
-        """Agno's paused run, restored from the thread, with the person's answers."""
+        """Agno's paused run, restored from the thread, with the person's answers (None
+        when the thread's session does not hold it)."""
         run_id = str(answers[0].interrupt["metadata"].get("runId"))
         paused = await agent.aget_run_output(run_id=run_id, session_id=ctx.thread_id)
-        if paused is None:
-            raise AgentError("the paused Agno run is not in this thread's session",
-                             code="agno_run_missing")
+        if paused is None or paused.status != "PAUSED":
+            log.warning("run %s: Agno's paused run %s is not in the thread's session; "
+                        "going on from the thread", ctx.run_id, run_id)
+            return None
         by_call = {a.interrupt.get("toolCallId"): a for a in answers}
         requirements = [r for r in paused.requirements or ()
                         if r.tool_execution is not None and r.needs_confirmation]
