@@ -278,6 +278,46 @@ async def test_an_effect_longer_than_the_ttl_happens_once(service: Service) -> N
         await client.close()
 
 
+async def test_an_effect_that_cannot_be_interrupted_is_asked_about_not_run_again(
+        service: Service) -> None:
+    """The effect is a blocking call in a thread: cancelling A's agent cannot stop it,
+    and it completes on A after B took the run over. B neither reconciles (the check would
+    race it: it saw nothing yet) nor runs it again: it asks, and the answer given on B
+    stands in for the effect's result."""
+    svc = service
+    body = demo_input(uid("th"), uid("run"), steps=1, step_delay_ms=8000, blocking=True)
+    run_id = body["runId"]
+    client = Reader().start(svc.ca, "POST", "/agents/demo", json=body)
+    try:
+        await wait_for(lambda: svc.effect_status(run_id, "step-1"), timeout=60, interval=0.1)
+        svc.cut()
+        record = await final_on(svc.cb, run_id, 120)
+        assert record["status"] == "interrupted" and record["attempts"] == 2
+        [question] = record["outcome"]["interrupts"]
+        assert question["metadata"]["kind"] == "effect_in_doubt"
+        assert question["metadata"]["effect"] == "step-1"
+        # The blocking call completes on A, cut off, after the takeover: once.
+        await wait_for(lambda: _async(svc.effects(run_id) == Counter({1: 1})), timeout=60,
+                       interval=0.2)
+        await client.ended(60)
+        healed = svc.heal()
+        cont_id = uid("cont")
+        answer = {"resume": [{"interruptId": question["id"], "status": "resolved",
+                              "payload": {"answer": "happened", "result": "done on A"}}],
+                  "runId": cont_id}
+        _, cont = await collect(svc.cb, "POST", f"/threads/{body['threadId']}/resume",
+                                json=answer, headers={"Accept": "text/event-stream"})
+        assert cont[-1].event["type"] == "RUN_FINISHED"
+        assert (await run_record(svc.cb, cont_id))["status"] == "succeeded"
+        assert svc.effects(run_id) == Counter({1: 1}) and svc.effects(cont_id) == Counter()
+        expected = await whole_log(svc.cb, run_id)
+        assert_one_sequence(expected, record["lastSeq"])
+        await assert_a_serves_the_truth(svc, run_id, healed, expected)
+        await assert_said_once(svc, run_id)
+    finally:
+        await client.close()
+
+
 async def test_a_process_cut_off_while_streaming_text_stops_and_the_other_finishes(
         service: Service) -> None:
     svc = service

@@ -165,6 +165,7 @@ class RunContext(Protocol):
         tool: str | None = None,
         args: Any = None,
         tool_call_id: str | None = None,
+        interruptible: bool = True,
     ) -> Any:
         """Run a side effect at most once per run (G9) and return its (recorded) result.
 
@@ -176,7 +177,13 @@ class RunContext(Protocol):
         "confirmation"``, naming ``tool``, ``args`` and ``tool_call_id`` when given),
         unless ``retry_uncertain`` says to run it again. In the continuation, the same
         key gets the person's answer: the result they gave, a run, or the run failing
-        with ``effect_uncertain`` (``outlast.agent.in_doubt``)."""
+        with ``effect_uncertain`` (``outlast.agent.in_doubt``).
+
+        ``interruptible=False`` says that ``fn`` cannot be stopped once begun (a blocking
+        call in a thread, a request already sent): when the attempt running it loses its
+        lease (a partition), it may still complete there after another process took the
+        run over. Found in doubt, such an effect is never reconciled (the check would
+        race it) nor run again: a person is asked, unless ``retry_uncertain``."""
 
     async def confirm_in_doubt(self, effects: Iterable[ToolEffect]) -> None:
         """Ask about every one of ``effects`` an earlier attempt left in doubt at once,

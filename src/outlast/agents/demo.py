@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import os
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ class Knobs:
     reconcile: bool = True
     think: bool = False  # reason (AG-UI 1.0 REASONING_*) before each step
     delegate: bool = False  # a subagent reviews the work at the end (SUBAGENT_*)
+    blocking: bool = False  # each step's tool is a blocking call in a thread
 
     @classmethod
     def parse(cls, props: Any) -> Knobs:
@@ -302,8 +304,12 @@ class DemoAgent(Agent):
         line_prefix = f"{ctx.run_id} {step} "
 
         async def run_tool() -> str:
-            await asyncio.sleep(knobs.step_delay_ms / 1000)
-            await asyncio.to_thread(self._record, f"{line_prefix}{call_id}\n")
+            line = f"{line_prefix}{call_id}\n"
+            if knobs.blocking:  # once begun, nothing stops it: the thread runs to its end
+                await asyncio.to_thread(self._blocking_call, knobs.step_delay_ms / 1000, line)
+            else:
+                await asyncio.sleep(knobs.step_delay_ms / 1000)
+                await asyncio.to_thread(self._record, line)
             return f"{tool} finished step {step} with {json.dumps(args, sort_keys=True)}"
 
         async def reconcile() -> Any:
@@ -316,8 +322,13 @@ class DemoAgent(Agent):
 
         result = await ctx.effect(
             f"step-{step}", run_tool, reconcile=reconcile if knobs.reconcile else None,
-            tool=tool, args=args, tool_call_id=call_id)
+            tool=tool, args=args, tool_call_id=call_id, interruptible=not knobs.blocking)
         return result if isinstance(result, str) else json.dumps(result)
+
+    def _blocking_call(self, seconds: float, line: str) -> None:
+        """A tool that blocks (a synchronous client): it waits, then has its effect."""
+        time.sleep(seconds)
+        self._record(line)
 
     def _record(self, line: str) -> None:
         """The tool's side effect: one durable line in effects.log."""

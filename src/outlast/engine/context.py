@@ -122,6 +122,7 @@ class EngineRunContext:
         tool: str | None = None,
         args: Any = None,
         tool_call_id: str | None = None,
+        interruptible: bool = True,
     ) -> Any:
         """Run a side effect at most once per run (G9) and return its (recorded) result."""
         port = self._port
@@ -138,11 +139,15 @@ class EngineRunContext:
                 await port.effect_complete(key, json.dumps(result))
                 return result
         elif record is not None and not retry_uncertain:  # started, never finished
-            found = NOT_DONE if reconcile is None else await reconcile()
+            # One that cannot be interrupted may still be running where the attempt that
+            # started it lost its lease (a partition): a check would race it, so a person
+            # is asked.
+            check = reconcile if interruptible else None
+            found = NOT_DONE if check is None else await check()
             if found is not NOT_DONE:
                 await port.effect_complete(key, json.dumps(found))
                 return found
-            if reconcile is None:
+            if check is None:
                 raise RunSuspended([in_doubt.question(
                     self.run_id, ToolEffect(key, tool, args, tool_call_id), record.attempt)])
         # G2 + G9: everything emitted before the effect is durable before it runs.
