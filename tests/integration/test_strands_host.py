@@ -2,7 +2,8 @@
 ``strands-agents`` package through a real ``outlast serve``: one served ``Agent`` runs
 many threads at once (Strands refuses concurrent calls on one agent), the agent's own
 state (``agent.state``) continues in a new process, a tool that asks a person from
-inside its body, and the SDK's ``HumanInTheLoop`` intervention answered after a restart."""
+inside its body, the SDK's ``HumanInTheLoop`` intervention answered after a restart, and
+structured output as the run's result."""
 
 from __future__ import annotations
 
@@ -138,3 +139,18 @@ async def test_human_in_the_loop_answered_after_a_restart(
     # The model was told in Strands' own words.
     assert any(m.get("tool_call_id") == "h-1" and said in str(m.get("content"))
                for m in model.requests[-1]["messages"])
+
+
+async def test_structured_output_is_the_runs_result(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    host = Host("strands", "strands", "outlast.agents.strands:factory",
+                "OUTLAST_STRANDS_AGENT", "tests.support.strands_agents:forecast_agent", ())
+    srv = start(server_factory, host, model, tmp_path / "tools.log")
+    model.replies = [Reply(calls=[Call("Forecast", {"city": "Oslo", "sky": "sunny"},
+                                       id="so-1")])]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/strands", json=body("s-o", "s-o1", "?"))
+    events = [f.event for f in frames]
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    assert events[-1]["result"] == {"city": "Oslo", "sky": "sunny"}
+    assert_valid(events, FEATURES)

@@ -2,7 +2,8 @@
 the scripted model server (``$OUTLAST_OPENAI_BASE_URL``). ``weather_agent`` (the contract
 suite's): a ``BeforeToolCallEvent`` hook asks a person (``event.interrupt``) before any
 ``send_email``. ``hitl_agent``: the SDK's ``HumanInTheLoop`` intervention, the agent's own
-state, a tool that asks from inside. Each tool execution appends a line to
+state, a tool that asks from inside. ``forecast_agent``: structured output. Each tool
+execution appends a line to
 ``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
 
 # No `from __future__ import annotations`: Strands reads the tools' type hints.
@@ -88,3 +89,20 @@ def hitl_agent(settings: Any = None) -> Any:
     return Agent(model=model, system_prompt="Be brief.", callback_handler=None,
                  tools=[send_email, count, deploy],
                  interventions=[HumanInTheLoop(allowed_tools=["count", "deploy"])])
+
+
+def forecast_agent(settings: Any = None) -> Any:
+    """Answers with a ``Forecast`` (Strands' structured output)."""
+    from pydantic import BaseModel
+    from strands import Agent
+    from strands.models.openai import OpenAIModel
+
+    class Forecast(BaseModel):
+        """A city's forecast."""
+
+        city: str
+        sky: str
+
+    model = OpenAIModel(client_args={"base_url": os.environ["OUTLAST_OPENAI_BASE_URL"],
+                                     "api_key": "unused"}, model_id="fake")
+    return Agent(model=model, callback_handler=None, structured_output_model=Forecast)

@@ -273,7 +273,8 @@ class StrandsAgent(Agent):
         relay.boundary()  # the state as the run ends: what the next run continues
         if result is not None and result.stop_reason == "interrupt" and result.interrupts:
             await ctx.interrupt(*[self._interrupt(agent, i) for i in result.interrupts])
-        return None
+        output = getattr(result, "structured_output", None)  # RUN_FINISHED.result
+        return None if output is None else to_jsonable_python(output, fallback=str)
 
     def _answers(self, ctx: RunContext, agent: Any) -> list[dict[str, Any]] | None:
         """The ``interruptResponse`` blocks that continue the pending Strands interrupt,
