@@ -3,8 +3,7 @@ the scripted model server (``$OUTLAST_OPENAI_BASE_URL``). ``weather_agent`` (the
 suite's): a ``BeforeToolCallEvent`` hook asks a person (``event.interrupt``) before any
 ``send_email``. ``hitl_agent``: the SDK's ``HumanInTheLoop`` intervention, the agent's own
 state, a tool that asks from inside. ``forecast_agent``: structured output. Each tool
-execution appends a line to
-``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
+execution appends a line to ``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
 
 # No `from __future__ import annotations`: Strands reads the tools' type hints.
 
