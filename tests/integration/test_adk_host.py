@@ -15,8 +15,8 @@ import pytest
 from tests.support.agui_validator import assert_valid
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.hosts import FEATURES, HOSTS, body, executed, model, start
-from tests.support.runs import one_result_per_call
-from tests.support.server import collect
+from tests.support.runs import one_result_per_call, stored_log, wait_final
+from tests.support.server import collect, wait_for
 
 pytest.importorskip("google.adk")
 
@@ -120,3 +120,44 @@ async def test_a_failed_turn_is_held_once_in_the_session(
     assert more[-1].event["type"] == "RUN_FINISHED", more[-1].event
     sent = model.requests[-1]["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["hi", "again"], sent
+
+
+async def test_sigkill_in_an_approved_continuation_runs_the_tool_once(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    """The continuation that ran the confirmed call dies mid-reply: its resumed attempt
+    does not hand ADK the confirmation again, and the call keeps its one result."""
+    data, log = tmp_path / "data", tmp_path / "tools.log"
+    srv = start(server_factory, HOST, model, log, data_dir=data)
+    model.replies = [Reply(calls=[
+        Call("send_email", {"to": "ann@example.com", "subject": "Hi"}, id="a-k1")])]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/adk", json=body("a-k", "a-k1", "mail"))
+        [interrupt] = frames[-1].event["outcome"]["interrupts"]
+        model.replies = [Reply(text=" ".join(f"word{i}" for i in range(300)),
+                               token_delay=0.05), Reply(text="Sent, once.")]
+        r = await c.post("/threads/a-k/resume", json={"runId": "a-k2", "resume": [{
+            "interruptId": interrupt["id"], "status": "resolved",
+            "payload": {"approved": True}}]})
+        assert r.status_code == 200, r.text
+
+        async def cut_mid_reply() -> bool:
+            text = "".join(f.event.get("delta", "") for f in await stored_log(c, "a-k2"))
+            return "word5" in text
+
+        await wait_for(cut_mid_reply)
+    srv.kill()
+    assert executed(log) == ["send_email ann@example.com Hi"]
+    srv = start(server_factory, HOST, model, log, data_dir=data)
+    async with srv.client() as c:
+        done = await wait_final(c, "a-k2")
+        thread = (await c.get("/threads/a-k")).json()
+        events = [f.event for f in await stored_log(c, "a-k2")]
+    assert done["status"] == "succeeded" and done["attempts"] == 2, done
+    assert executed(log) == ["send_email ann@example.com Hi"], "the tool ran once"
+    one_result_per_call(thread["messages"])
+    assert thread["messages"][-1]["content"] == "Sent, once."
+    sent = model.requests[-1]["messages"]
+    assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"] == ["a-k1"]
+    assert not any("word0" in str(m.get("content")) for m in sent)
+    first = next(i for i, e in enumerate(events) if e["type"] == "TOOL_CALL_RESULT")
+    assert_valid(events, FEATURES, allowed={("AGUI207", first)})

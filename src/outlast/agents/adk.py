@@ -247,8 +247,15 @@ class AdkAgent(Agent):
                      ctx.run_id, settled, len(owed), cut is not None)
         new = [m for m in ctx.messages if m.get("id") not in held and m.get("id") != cut
                and (m.get("metadata") or {}).get("finishReason") != "interrupted"]
+        # An answer a dead attempt already gave ADK (or whose call has its result) is
+        # not given again: ADK would take it as consumed and stop.
+        given = {r.id for e in session.events for r in e.get_function_responses()
+                 if r.name == CONFIRM}
+        results = {m.get("toolCallId") for m in ctx.messages if m.get("role") == "tool"}
         answers = [r for r in ctx.resume
-                   if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND]
+                   if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND
+                   and r.interrupt["metadata"].get("confirmationId") not in given
+                   and r.interrupt.get("toolCallId") not in results]
         last: Any = None
         if answers:
             last = types.Content(role="user", parts=[_confirmation(a) for a in answers])
