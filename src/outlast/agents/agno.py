@@ -6,10 +6,9 @@ events. The thread is the conversation: each run hands Agno the thread's message
 Outlast adds what Agno's own ``AGUI`` interface cannot keep:
 
 - Agno's session (its paused runs, ``session_state``, summary) lives in outlast's
-  store: each run gets a copy of the agent with an in-memory Agno ``db`` restored from
-  the thread's private ``session_state`` and saved back into it when the run ends or
-  pauses, so a new process continues the conversation and a paused run (the agent's
-  own ``db`` and Agno's history loading are not used: the thread is the history);
+  store: each run's copy of the agent gets an in-memory Agno ``db`` restored from the
+  thread's private ``session_state`` and saved back into it when the run ends or
+  pauses (the agent's own ``db`` and history loading are not used);
 - every tool the agent executes runs as a journaled effect keyed by the model's call
   id (G9): a retry, a reattach or a crash resume never runs it twice;
 - a tool with ``requires_confirmation`` pauses Agno's run; the pause ends the outlast
@@ -17,11 +16,10 @@ Outlast adds what Agno's own ``AGUI`` interface cannot keep:
   rejects Agno's own ``RunRequirement`` (edited arguments replace the call's) and
   ``acontinue_run`` carries on with the paused run from the restored ``db``: a
   rejected call's result is Agno's own words (the person's reason, when given);
-- a crash resume (G8) continues from the last boundary: a reply the dead attempt was
-  cutting off is kept, marked ``finishReason: interrupted``, and never sent back to
-  the model; calls it left without a result are executed (through the journal) and
-  answered in place; a call it was executing is in doubt, and a person is asked
-  whether it happened before anything runs (``outlast.agent.in_doubt``);
+- a crash resume (G8) continues from the last boundary, as the other hosts do
+  (``outlast.agents.resume``): a cut-off reply is marked and never sent back to the
+  model, calls left without a result run through the journal, and a call in doubt is
+  asked about first;
 - every model request's tokens are counted for the run's final event (AG-UI 1.0);
 - Agno's telemetry is turned off for every run.
 
@@ -66,6 +64,8 @@ KEY_PREFIX = "agno-tool:"  # + the call id: a tool execution's journal key
 APPROVAL_KIND = "agno_confirmation"
 REJECTED = "Function call was rejected by the user"  # Agno's words without a reason
 _RECORD = frozenset({"status", "result", "error"})  # a journaled tool outcome's keys
+_USAGE = {"inputTokens": "input_tokens", "outputTokens": "output_tokens",  # AG-UI: Agno
+          "reasoningTokens": "reasoning_tokens", "cachedInputTokens": "cache_read_tokens"}
 
 
 def _require() -> Any:
@@ -213,17 +213,14 @@ class AgnoHost(Agent):
             answer = by_call.get(req.tool_execution.tool_call_id)
             if answer is None:
                 continue
-            if answer.approved:
+            said = _rejection(answer)
+            if said is None:
                 if answer.edited_args is not None:
                     req.tool_execution.tool_args = answer.edited_args
                 req.confirm()
             else:
-                reason = answer.payload.get("reason") if isinstance(answer.payload, dict) \
-                    else None
-                req.reject(str(reason) if reason else None)
-                # What Agno tells the model of a rejected call (agent._tools.reject_tool_call).
-                relay.rejected[str(req.tool_execution.tool_call_id)] = \
-                    req.confirmation_note or REJECTED
+                req.reject(None if said == REJECTED else said)
+                relay.rejected[str(req.tool_execution.tool_call_id)] = said
         ctx.session_state.setdefault(SESSION_KEY, {}).update(
             run=ctx.run_id, settled=len(ctx.messages))
         return agent.acontinue_run(run_id=run_id, session_id=ctx.thread_id,
@@ -259,11 +256,8 @@ class AgnoHost(Agent):
         calls = {c["id"]: c for m in ctx.messages for c in m.get("toolCalls") or ()}
         todo: list[tuple[dict[str, Any], Any, str | None]] = []  # call, args, rejection
         for answer in answers:
-            reason = answer.payload.get("reason") if isinstance(answer.payload, dict) \
-                else None
             todo.append((calls.get(str(answer.interrupt.get("toolCallId"))) or {},
-                         answer.edited_args, None if answer.approved else
-                         str(reason) if reason else REJECTED))
+                         answer.edited_args, _rejection(answer)))
         for r in ctx.resume:
             if in_doubt.is_question(r.interrupt):
                 todo.append((calls.get(str(r.interrupt.get("toolCallId"))) or {},
@@ -280,6 +274,15 @@ class AgnoHost(Agent):
         # Agno's paused run is over: it is not kept.
         agent.db.delete_runs([str((a.interrupt.get("metadata") or {}).get("runId"))
                               for a in answers])
+
+
+def _rejection(answer: Resolution) -> str | None:
+    """None for a confirmed call; for a rejected one, what Agno tells the model: the
+    person's reason, or its own words (``agent._tools.reject_tool_call``)."""
+    if answer.approved:
+        return None
+    reason = answer.payload.get("reason") if isinstance(answer.payload, dict) else None
+    return str(reason) if reason else REJECTED
 
 
 def _journaled(ctx: RunContext, run_call: Any, failures: list[AgentError]) -> Any:
@@ -445,20 +448,14 @@ class _Relay:
                          "runId": getattr(event, "run_id", None), "requirementId": req.id}})
 
     def _usage(self, event: Any) -> None:
-        counts = {"inputTokens": getattr(event, "input_tokens", 0),
-                  "outputTokens": getattr(event, "output_tokens", 0),
-                  "reasoningTokens": getattr(event, "reasoning_tokens", 0),
-                  "cachedInputTokens": getattr(event, "cache_read_tokens", 0)}
-        counted: dict[str, Any] = {k: v for k, v in counts.items()
-                                   if isinstance(v, int) and v > 0}
-        if not counted:
-            return
-        counted["totalTokens"] = counted.get("inputTokens", 0) + counted.get("outputTokens", 0)
-        for label, value in (("model", getattr(event, "model", None)),
-                             ("provider", getattr(event, "model_provider", None))):
-            if isinstance(value, str) and value:
-                counted[label] = value
-        self.ctx.record_usage(counted)
+        counted: dict[str, Any] = {wire: v for wire, name in _USAGE.items()
+                                   if isinstance(v := getattr(event, name, 0), int) and v > 0}
+        if counted:
+            counted["totalTokens"] = counted.get("inputTokens", 0) + \
+                counted.get("outputTokens", 0)
+            counted.update({k: v for k, v in (("model", getattr(event, "model", None)), (
+                "provider", getattr(event, "model_provider", None))) if isinstance(v, str) and v})
+            self.ctx.record_usage(counted)
 
     async def close(self) -> None:
         if self.text is not None:
