@@ -161,3 +161,34 @@ async def test_sigkill_in_an_approved_continuation_runs_the_tool_once(
     assert not any("word0" in str(m.get("content")) for m in sent)
     first = next(i for i, e in enumerate(events) if e["type"] == "TOOL_CALL_RESULT")
     assert_valid(events, FEATURES, allowed={("AGUI207", first)})
+
+
+async def test_parallel_calls_one_waiting_for_a_person(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    """Two calls in one response: the one that needs no confirmation runs and shows its
+    result; the other waits for the person, then runs once."""
+    log = tmp_path / "tools.log"
+    srv = start(server_factory, HOST, model, log)
+    model.replies = [Reply(text="Both.", calls=[
+        Call("get_weather", {"city": "Rome"}, id="a-p1"),
+        Call("send_email", {"to": "ann@example.com", "subject": "Hi"}, id="a-p2")])]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/adk", json=body("a-p", "a-p1", "go"))
+        events = [f.event for f in frames]
+        [interrupt] = events[-1]["outcome"]["interrupts"]
+        assert interrupt["toolCallId"] == "a-p2"
+        assert [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"] == ["a-p1"]
+        assert_valid(events, (*FEATURES, "human-in-the-loop"))
+        model.replies = [Reply(text="Done both.")]
+        r = await c.post("/threads/a-p/resume", json={"runId": "a-p2", "resume": [{
+            "interruptId": interrupt["id"], "status": "resolved",
+            "payload": {"approved": True}}]})
+        assert r.status_code == 200, r.text
+        done = await wait_final(c, "a-p2")
+        thread = (await c.get("/threads/a-p")).json()
+    assert done["status"] == "succeeded", done
+    assert executed(log) == ["get_weather Rome", "send_email ann@example.com Hi"]
+    one_result_per_call(thread["messages"])
+    results = {m["toolCallId"]: m["content"] for m in thread["messages"] if m["role"] == "tool"}
+    assert results == {"a-p1": "sunny in Rome", "a-p2": "sent to ann@example.com"}
+    assert thread["messages"][-1]["content"] == "Done both."
