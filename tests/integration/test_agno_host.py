@@ -1,11 +1,12 @@
 """What only the Agno host has, driven by the real ``agno`` package through a real
 ``outlast serve``: Agno's own session (its ``session_state``) kept in the thread, so a
-new process continues it, one thread's never another's; a continuation of a confirmed
+new process continues it, one thread's never another's, even at once; a continuation of a confirmed
 call cut off by SIGKILL, mid-reply or while the confirmed tool runs; and a served
 object that is not an Agno agent refused with a clear error."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,32 @@ async def test_agnos_session_state_continues_in_a_new_process(
     assert [m["role"] for m in second].count("user") == 2, json.dumps(second)
 
 
+async def test_one_served_agent_runs_two_threads_at_once(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Any) -> None:
+    log = tmp_path / "tools.log"
+    srv = _serve(server_factory, model, log, tmp_path / "data",
+                 "tests.support.agno_agents:visits_agent")
+    slow = " ".join(f"w{i}" for i in range(40))
+    model.replies = [Reply(calls=[Call("note_visit", {})]), Reply(calls=[Call("note_visit", {})]),
+                     Reply(text=slow, token_delay=0.02), Reply(text=slow, token_delay=0.02)]
+    async with srv.client() as c:
+        runs = await asyncio.gather(
+            collect(c, "POST", "/agents/agno", json=body("o-a", "o-a1", "from a")),
+            collect(c, "POST", "/agents/agno", json=body("o-b", "o-b1", "from b")))
+        threads = [(await c.get(f"/threads/{t}")).json() for t in ("o-a", "o-b")]
+    for _, frames in runs:
+        assert frames[-1].event["type"] == "RUN_FINISHED", frames[-1].event
+        assert_valid([f.event for f in frames], FEATURES)
+    # Each model request holds its own thread's conversation, nothing of the other's.
+    for request in model.requests:
+        said = str(request["messages"])
+        assert ("from a" in said) != ("from b" in said), said
+    for thread in threads:  # each thread's Agno session_state is its own
+        assert [(m["role"], m.get("content")) for m in thread["messages"][2:]] == [
+            ("tool", "visit 1"), ("assistant", slow)]
+    assert executed(log) == ["note_visit 1", "note_visit 1"]
+
+
 async def _confirm(srv: ServerProcess, model: FakeOpenAI, call: Call, thread: str) -> str:
     """A run that stops for ``call``'s confirmation, confirmed: the continuation's id."""
     model.replies = [Reply(text="Asking first.", calls=[call])]
@@ -111,9 +138,10 @@ async def test_a_continuation_killed_mid_reply_resumes_with_one_answer(
         i for i, e in enumerate(events) if e["type"] == "TOOL_CALL_RESULT"))})
 
 
+@pytest.mark.parametrize("said", ["run_again", "fail"])
 async def test_a_confirmed_tool_cut_off_by_sigkill_asks_a_person(
         server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Any,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, said: str) -> None:
     data, log = tmp_path / "data", tmp_path / "tools.log"
     target = HOSTS["agno"].target
     monkeypatch.setenv("HOST_SLOW_SECONDS", "60")  # the first server's tool never ends
@@ -135,11 +163,16 @@ async def test_a_confirmed_tool_cut_off_by_sigkill_asks_a_person(
         model.replies = [Reply(text="Settled.")]
         r = await c.post("/threads/s-t/resume", json={"runId": "c-3", "resume": [{
             "interruptId": question["id"], "status": "resolved",
-            "payload": {"answer": "run_again"}}]})
+            "payload": {"answer": said}}]})
         assert r.status_code == 200, r.text
         done = await wait_final(c, "c-3")
-        assert done["status"] == "succeeded", (done, "\n".join(srv.log[-30:]))
         thread = (await c.get("/threads/s-t")).json()
+    if said == "fail":  # nothing runs again, and the run says why
+        assert done["status"] == "failed", done
+        assert done["error"]["code"] == "effect_uncertain", done
+        assert executed(log) == ["slow_step start B"]
+        return
+    assert done["status"] == "succeeded", (done, "\n".join(srv.log[-30:]))
     assert executed(log) == ["slow_step start B", "slow_step start B", "slow_step done B"]
     one_result_per_call(thread["messages"])
     [result] = [m["content"] for m in thread["messages"] if m.get("toolCallId") == "c-slow"]
