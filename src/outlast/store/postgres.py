@@ -383,8 +383,9 @@ class _PgRenewer(LeaseRenewer):
         return self._loop.run_until_complete(self._renew(instance, ttl, rids))
 
     async def _renew(self, instance: str, ttl: float, rids: list[int]) -> list[LeaseState]:
-        # Within the renewal interval (a third of the TTL), so the next one goes on time.
-        limit = min(CONNECT_TIMEOUT, max(0.5, ttl / 3))
+        # Half the TTL at most: a slow renewal that succeeds still counts (the lease lasts
+        # here from when it was sent), and one that cannot leaves time for the loop's.
+        limit = min(CONNECT_TIMEOUT, max(1.0, ttl / 2))
         try:
             async with asyncio.timeout(limit):
                 if self._con is None or self._con.is_closed():
