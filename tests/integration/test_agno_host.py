@@ -56,9 +56,29 @@ async def test_agnos_session_state_continues_in_a_new_process(
     # Another thread has its own session.
     assert await _visit(srv, model, "v-b", "v-3") == "visit 1"
     assert executed(log) == ["note_visit 1", "note_visit 2", "note_visit 1"]
+    async with srv.client() as c:  # the thread's AG-UI state is Agno's session_state
+        assert (await c.get("/threads/v-a")).json()["state"] == {"visits": 2}
     # The conversation went on too: the model saw the first turn in the second.
     second = model.requests[2]["messages"]
     assert [m["role"] for m in second].count("user") == 2, json.dumps(second)
+
+
+async def test_a_clients_state_is_the_runs_session_state(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Any) -> None:
+    """As Agno's own AGUI interface does: the run's AG-UI state goes in as Agno's
+    ``session_state`` (over the stored one), and what the run leaves comes back."""
+    srv = _serve(server_factory, model, tmp_path / "tools.log", tmp_path / "data",
+                 "tests.support.agno_agents:visits_agent")
+    model.replies = [Reply(calls=[Call("note_visit", {}, id="call_s1")]), Reply(text="Noted.")]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/agno", json={
+            **body("st-a", "st-1", "visit"), "state": {"visits": 10, "theme": "dark"}})
+        events = [f.event for f in frames]
+        thread = (await c.get("/threads/st-a")).json()
+    assert [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"] == ["visit 11"]
+    snapshot = [e["snapshot"] for e in events if e["type"] == "STATE_SNAPSHOT"][-1]
+    assert snapshot == thread["state"] == {"visits": 11, "theme": "dark"}
+    assert_valid(events, FEATURES)
 
 
 async def test_one_served_agent_runs_two_threads_at_once(

@@ -64,6 +64,7 @@ KEY_PREFIX = "agno-tool:"  # + the call id: a tool execution's journal key
 APPROVAL_KIND = "agno_confirmation"
 REJECTED = "Function call was rejected by the user"  # Agno's words without a reason
 _RECORD = frozenset({"status", "result", "error"})  # a journaled tool outcome's keys
+_TRANSIENT = frozenset({"current_session_id", "current_user_id", "current_run_id"})
 _USAGE = {"inputTokens": "input_tokens", "outputTokens": "output_tokens",  # AG-UI: Agno
           "reasoningTokens": "reasoning_tokens", "cachedInputTokens": "cache_read_tokens"}
 
@@ -186,11 +187,15 @@ class AgnoHost(Agent):
             # does one whose paused run the thread's session does not hold.
             settled = int(saved.get("settled") or 0) if crashed else None
             history = await self._history(ctx, agent, settled, answers)
-            stream = agent.arun(history, stream=True, stream_events=True,
+            # The thread's AG-UI state goes in as the run's session_state, as Agno's own
+            # AGUI interface passes it (it takes precedence over the stored one).
+            shared = dict(ctx.state) if isinstance(ctx.state, dict) and ctx.state else None
+            stream = agent.arun(history, stream=True, stream_events=True, session_state=shared,
                                 session_id=ctx.thread_id, run_id=ctx.run_id)
         async for event in stream:
             await relay.send(event)
         await relay.close()
+        await relay.share()
         store.save()
         if relay.interrupts:
             await ctx.interrupt(*relay.interrupts)
@@ -352,6 +357,7 @@ class _Relay:
         self.interrupts: list[dict[str, Any]] = []
         self.failures: list[AgentError] = []  # the journal's, inside Agno's run
         self.result: Any = None
+        self.session_state: Any = None  # Agno's, as the run ended
 
     async def send(self, event: Any) -> None:
         kind = getattr(event, "event", None)
@@ -386,6 +392,7 @@ class _Relay:
         elif kind == "RunCompleted":
             content = getattr(event, "content", None)
             self.result = to_jsonable_python(content, fallback=str)
+            self.session_state = getattr(event, "session_state", None)
 
     def _boundary(self) -> None:
         """Before an opener with nothing open: the place a crash resume restarts from."""
@@ -456,6 +463,17 @@ class _Relay:
             counted.update({k: v for k, v in (("model", getattr(event, "model", None)), (
                 "provider", getattr(event, "model_provider", None))) if isinstance(v, str) and v})
             self.ctx.record_usage(counted)
+
+    async def share(self) -> None:
+        """Agno's ``session_state`` as the run left it becomes the thread's AG-UI state
+        when it differs, as Agno's own AGUI interface shows it (without the ids Agno
+        adds for the run)."""
+        if not isinstance(self.session_state, dict):
+            return
+        state = to_jsonable_python({k: v for k, v in self.session_state.items()
+                                    if k not in _TRANSIENT}, fallback=str)
+        if state != (self.ctx.state if self.ctx.state is not None else {}):
+            await self.ctx.emit({"type": "STATE_SNAPSHOT", "snapshot": state})
 
     async def close(self) -> None:
         if self.text is not None:
