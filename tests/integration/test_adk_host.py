@@ -192,3 +192,27 @@ async def test_parallel_calls_one_waiting_for_a_person(
     results = {m["toolCallId"]: m["content"] for m in thread["messages"] if m["role"] == "tool"}
     assert results == {"a-p1": "sunny in Rome", "a-p2": "sent to ann@example.com"}
     assert thread["messages"][-1]["content"] == "Done both."
+
+
+async def test_the_session_kept_event_by_event_is_the_session_whole() -> None:
+    """What ``ThreadSessions`` keeps, one event at a time, is ADK's own serialization of
+    the whole session, and a new service (a new process) reads the same session back."""
+    from google.adk.events import Event, EventActions
+    from google.genai import types
+
+    from outlast.agents.adk.session import ThreadSessions
+
+    store: dict[str, Any] = {}
+    sessions = ThreadSessions(store)
+    session = await sessions.create_session(app_name="a", user_id="u", session_id="t")
+    for i in range(3):
+        await sessions.append_event(session, Event(
+            author="user", invocation_id="i", content=types.Content(
+                role="user", parts=[types.Part(text=f"turn {i}")]),
+            actions=EventActions(state_delta={"turns": i + 1})))
+    await sessions.append_event(session, Event(author="user", partial=True))  # not kept
+    assert store["session"] == json.loads(session.model_dump_json(exclude_none=True))
+    again = ThreadSessions(json.loads(json.dumps(store)))
+    assert again.session is not None and again.session.state == {"turns": 3}
+    assert [e.content.parts[0].text for e in again.session.events if e.content] == [
+        "turn 0", "turn 1", "turn 2"]

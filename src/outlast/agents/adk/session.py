@@ -25,8 +25,8 @@ EDITED = ("Not run: the person edited the arguments, and ADK runs a confirmed ca
 
 class ThreadSessions(BaseSessionService):
     """The ADK session of one run's thread, kept in ``store`` (the host's part of the
-    thread's ``session_state``): rewritten after every event ADK appends, so it is
-    saved with the next boundary snapshot."""
+    thread's ``session_state``): each event ADK appends is added to it (with the state
+    it left), so it is saved with the next boundary snapshot."""
 
     def __init__(self, store: dict[str, Any]) -> None:
         self.store = store
@@ -56,12 +56,20 @@ class ThreadSessions(BaseSessionService):
     async def append_event(self, session: Session, event: Event) -> Event:
         event = await super().append_event(session, event)
         if not event.partial:
-            self._save()
+            self._save(event)
         return event
 
-    def _save(self) -> None:
-        if self.session is not None:
+    def _save(self, event: Event | None = None) -> None:
+        if self.session is None:
+            return
+        saved = self.store.get("session")
+        if event is None or not isinstance(saved, dict) or saved.get("id") != self.session.id \
+                or len(saved.get("events") or ()) != len(self.session.events) - 1:
             self.store["session"] = json.loads(self.session.model_dump_json(exclude_none=True))
+            return
+        saved.setdefault("events", []).append(json.loads(event.model_dump_json(exclude_none=True)))
+        saved.update(json.loads(self.session.model_dump_json(
+            exclude_none=True, include={"state", "last_update_time"})))
 
 
 def user_content(message: dict[str, Any]) -> Any:
