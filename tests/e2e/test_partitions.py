@@ -246,6 +246,14 @@ async def assert_said_once(svc: Service, run_id: str) -> None:
     assert len(svc.lines_of_a(f"run {run_id}: the store answers again")) == 1
 
 
+def assert_no_tracebacks(svc: Service) -> None:
+    """Neither process logged an exception (a stream cut mid-body, an unhandled error):
+    an outage is a condition the service knows, said in one line each."""
+    for server in (svc.a, svc.b):
+        assert not [line for line in server.log if "Traceback" in line], \
+            "\n".join(server.log[-80:])
+
+
 async def _async(value: Any) -> Any:
     return value
 
@@ -274,6 +282,7 @@ async def test_an_effect_longer_than_the_ttl_happens_once(service: Service) -> N
         await assert_a_serves_the_truth(svc, run_id, healed, expected)
         await assert_said_once(svc, run_id)
         assert svc.effects(run_id) == Counter({1: 1, 2: 1})
+        assert_no_tracebacks(svc)
     finally:
         await client.close()
 
@@ -314,6 +323,7 @@ async def test_an_effect_that_cannot_be_interrupted_is_asked_about_not_run_again
         assert_one_sequence(expected, record["lastSeq"])
         await assert_a_serves_the_truth(svc, run_id, healed, expected)
         await assert_said_once(svc, run_id)
+        assert_no_tracebacks(svc)
     finally:
         await client.close()
 
@@ -342,6 +352,7 @@ async def test_a_process_cut_off_while_streaming_text_stops_and_the_other_finish
         assert svc.effects(run_id) == Counter({1: 1})
         await assert_a_serves_the_truth(svc, run_id, healed, expected)
         await assert_said_once(svc, run_id)
+        assert_no_tracebacks(svc)
     finally:
         await client.close()
 
@@ -380,6 +391,7 @@ async def test_an_approval_wait_across_a_partition_is_answered_once(
     assert thread["interrupts"] == []
     assert svc.effects(cont_id) == Counter({1: 1, 2: 1})
     assert svc.effects(body["runId"]) == Counter()
+    assert_no_tracebacks(svc)
 
 
 async def test_a_client_of_the_cut_off_process_ends_and_reattaches_elsewhere(
@@ -420,6 +432,7 @@ async def test_a_client_of_the_cut_off_process_ends_and_reattaches_elsewhere(
         assert svc.effects(run_id) == Counter({1: 1, 2: 1, 3: 1})
         await assert_a_serves_the_truth(svc, run_id, healed, expected)
         await assert_said_once(svc, run_id)
+        assert_no_tracebacks(svc)
     finally:
         await creator.close()
         if watcher is not None:

@@ -63,6 +63,15 @@ statements, so only a frozen process reaches it."""
 MAINTENANCE_TIMEOUT = 24 * 3600.0
 """Seconds a migration script or a VACUUM may take (the statement timeout is not theirs)."""
 
+def _floor_retry(record: logging.LogRecord) -> bool:
+    """asyncpg retries its pool's connection floor while the database is out of reach,
+    logging a traceback at every try: the outage is said once (``engine.storage``)."""
+    return not record.getMessage().startswith("Failed to restore the pool connection floor")
+
+
+logging.getLogger("asyncpg.pool").addFilter(_floor_retry)
+
+
 class _Conn:
     """Named-query adapter over one asyncpg connection inside a transaction."""
 
@@ -307,6 +316,7 @@ class PostgresStore(SqlStore):
         """Keep one connection LISTENing; reconnect when it drops."""
         delay = 0.1
         first = True
+        said = False  # a failure said since the last connection: the next go to DEBUG
         while not self._closing:
             con: asyncpg.Connection | None = None
             try:
@@ -318,6 +328,7 @@ class PostgresStore(SqlStore):
                     await con.add_listener(channel, self._on_notification)
                 self._listening.set()
                 delay = 0.1
+                said = False
                 if not first:
                     # Hints sent while we were away are gone: wake the scheduler;
                     # streams re-read the log on their own.
@@ -332,7 +343,10 @@ class PostgresStore(SqlStore):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("LISTEN connection failed (%s); reconnecting", exc)
+                log.log(logging.DEBUG if said else logging.WARNING,
+                        "LISTEN connection failed (%s); reconnecting",
+                        str(exc) or type(exc).__name__)
+                said = True
             finally:
                 if con is not None and not con.is_closed():
                     con.terminate()
