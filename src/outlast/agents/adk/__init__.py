@@ -68,9 +68,11 @@ def _require() -> None:
     if LlmAgent is None:
         raise MissingDependency("google-adk", "adk")
 
+
 def serves(obj: Any) -> bool:
     """True for an ADK ``LlmAgent``, the object this host serves."""
     return LlmAgent is not None and isinstance(obj, LlmAgent)
+
 
 class AdkAgent(Agent):
     """Hosts a Google ADK agent: its session in the thread, tools journaled,
@@ -172,10 +174,12 @@ class AdkAgent(Agent):
                                     tool_call_id=call["id"])
         return result_text(recorded)
 
+
 def factory(settings: Any = None) -> AdkAgent:
     """``--agent NAME=outlast.agents.adk:factory`` with ``OUTLAST_ADK_AGENT=module:attr``
     naming an ADK ``LlmAgent``, or a function of the settings returning one."""
     _require()
     return AdkAgent(load_target("OUTLAST_ADK_AGENT", "ADK host", serves, settings))
+
 
 HOST = AdkAgent

@@ -25,6 +25,7 @@ def result_text(response: Any) -> str:
         return response
     return json.dumps(to_jsonable_python(response, fallback=str), ensure_ascii=False)
 
+
 def approval(call: Any) -> dict[str, Any]:
     """The interrupt that asks a person about one ``adk_request_confirmation`` call."""
     original = (call.args or {}).get("originalFunctionCall") or {}
@@ -43,10 +44,12 @@ def approval(call: Any) -> dict[str, Any]:
                      "confirmationId": call.id, "hint": hint},
     }
 
+
 # ADK's usage metadata fields, and AG-UI 1.0 TokenUsage's.
 _USAGE = {"prompt_token_count": "inputTokens", "candidates_token_count": "outputTokens",
           "total_token_count": "totalTokens", "thoughts_token_count": "reasoningTokens",
           "cached_content_token_count": "cachedInputTokens"}
+
 
 class Relay:
     """Turns ADK's events into AG-UI events on the run, noting each boundary."""

@@ -75,6 +75,7 @@ class ThreadSessions(BaseSessionService):
 def user_content(message: dict[str, Any]) -> Any:
     return types.Content(role="user", parts=[types.Part(text=text_of(message.get("content")))])
 
+
 def to_event(m: dict[str, Any], author: str, calls: dict[str, Any], run_id: str) -> Any:
     """One AG-UI message as the ADK session event that holds it (None: nothing to hold)."""
     role = m.get("role")
@@ -102,6 +103,7 @@ def to_event(m: dict[str, Any], author: str, calls: dict[str, Any], run_id: str)
         return None
     return Event(author=author, invocation_id=f"outlast-{run_id}",
                  content=types.Content(role=content_role, parts=parts))
+
 
 def confirmation(answer: Resolution) -> Any:
     """The ``FunctionResponse`` ADK expects for one answered confirmation."""

@@ -37,6 +37,7 @@ def journal_tools(agent: Any) -> None:
     for sub in getattr(agent, "sub_agents", None) or ():
         journal_tools(sub)
 
+
 def _journaled(tool: Any) -> Any:
     if not isinstance(tool, BaseTool) or getattr(tool, "_outlast_journaled", False):
         return tool
@@ -61,6 +62,7 @@ def _journaled(tool: Any) -> Any:
     object.__setattr__(copied, "_outlast_journaled", True)
     return copied
 
+
 @functools.cache
 def reasons() -> Any:
     """An ADK plugin adding the person's reason to ADK's answer for a rejected call."""
@@ -77,6 +79,7 @@ def reasons() -> Any:
             return {**result, "reason": reason}  # ADK's words, then the person's
 
     return Reasons(name="outlast_rejection_reasons")
+
 
 def all_tools(agent: Any) -> list[Any]:
     """The tools of ``agent`` and of its sub-agents."""
