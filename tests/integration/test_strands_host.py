@@ -2,8 +2,9 @@
 ``strands-agents`` package through a real ``outlast serve``: one served ``Agent`` runs
 many threads at once (Strands refuses concurrent calls on one agent), the agent's own
 state (``agent.state``) continues in a new process, a tool that asks a person from
-inside its body, the SDK's ``HumanInTheLoop`` intervention answered after a restart, and
-structured output as the run's result."""
+inside its body, the SDK's ``HumanInTheLoop`` intervention answered after a restart,
+structured output as the run's result, and a call a crash cut off before its approval
+hook asked handed back to Strands' own loop (never run unasked)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.support.agui_validator import assert_valid
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.hosts import FEATURES, HOSTS, Host, body, executed, model, start
 from tests.support.runs import one_result_per_call, wait_final
-from tests.support.server import collect
+from tests.support.server import collect, wait_for
 
 __all__ = ["model"]  # the scripted model each test gets (a fixture)
 
@@ -154,3 +155,49 @@ async def test_structured_output_is_the_runs_result(
     assert events[-1]["type"] == "RUN_FINISHED", events[-1]
     assert events[-1]["result"] == {"city": "Oslo", "sky": "sunny"}
     assert_valid(events, FEATURES)
+
+
+async def test_a_call_cut_off_before_its_approval_is_asked_about_after_a_crash(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    """SIGKILL after the model proposed ``send_email`` but before the approval hook
+    asked: the resumed run hands the call back to Strands' own loop, whose hook asks the
+    person; the email is never sent unasked."""
+    data, log = tmp_path / "data", tmp_path / "tools.log"
+    gated = Host("strands", "strands", "outlast.agents.strands:factory",
+                 "OUTLAST_STRANDS_AGENT", "tests.support.strands_agents:gated_agent", ())
+    env = {gated.variable: gated.target, "OUTLAST_OPENAI_BASE_URL": model.url,
+           "HOST_TOOL_LOG": str(log)}
+    srv = server_factory("--agent", f"strands={gated.factory}", data_dir=data,
+                         env={**env, "HOST_SLOW_SECONDS": "60"})
+    model.replies = [Reply(text="Sending.", calls=[
+        Call("send_email", {"to": "ann@example.com", "subject": "Hi"}, id="g-1")])]
+    async with srv.client() as c:
+        await collect(c, "POST", "/agents/strands", limit=1, json=body("s-g", "s-g1", "mail"))
+
+        async def at_the_gate() -> bool:
+            return executed(log) == ["gate send_email"]
+
+        await wait_for(at_the_gate)
+    srv.kill()
+    srv = server_factory("--agent", f"strands={gated.factory}", data_dir=data, env=env)
+    async with srv.client() as c:
+        record = await wait_final(c, "s-g1")
+        assert record["status"] == "interrupted" and record["attempts"] == 2, record
+        [interrupt] = (await c.get("/threads/s-g")).json()["interrupts"]
+        assert interrupt["reason"] == "tool_call" and interrupt["toolCallId"] == "g-1"
+        assert interrupt["metadata"]["kind"] == "strands_interrupt", interrupt
+        assert executed(log) == ["gate send_email", "gate send_email"], "nothing sent unasked"
+        model.replies = [Reply(text="Sent.")]
+        r = await c.post("/threads/s-g/resume", json={"runId": "s-g2", "resume": [{
+            "interruptId": interrupt["id"], "status": "resolved",
+            "payload": {"approved": True}}]})
+        assert r.status_code == 200, r.text
+        done = await wait_final(c, "s-g2")
+        thread = (await c.get("/threads/s-g")).json()
+    assert done["status"] == "succeeded", done
+    assert executed(log)[-1:] == ["send_email ann@example.com Hi"]
+    assert executed(log).count("send_email ann@example.com Hi") == 1
+    one_result_per_call(thread["messages"])
+    [result] = [m["content"] for m in thread["messages"] if m.get("toolCallId") == "g-1"]
+    assert result == "sent to ann@example.com"
+    assert thread["messages"][-1]["content"] == "Sent."

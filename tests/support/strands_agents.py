@@ -1,9 +1,10 @@
 """Strands agents for the host's tests: the framework's own OpenAI model client pointed at
 the scripted model server (``$OUTLAST_OPENAI_BASE_URL``). ``weather_agent`` (the contract
 suite's): a ``BeforeToolCallEvent`` hook asks a person (``event.interrupt``) before any
-``send_email``. ``hitl_agent``: the SDK's ``HumanInTheLoop`` intervention, the agent's own
-state, a tool that asks from inside. ``forecast_agent``: structured output. Each tool
-execution appends a line to ``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
+``send_email``; ``gated_agent`` adds a slow gate before it. ``hitl_agent``: the SDK's
+``HumanInTheLoop`` intervention, the agent's own state, a tool that asks from inside.
+``forecast_agent``: structured output. Each tool execution appends a line to
+``$HOST_TOOL_LOG``, so exactly-once is checked from outside."""
 
 # No `from __future__ import annotations`: Strands reads the tools' type hints.
 
@@ -48,6 +49,22 @@ def weather_agent(settings: Any = None) -> Any:
     agent = Agent(model=model, system_prompt="Be brief.", callback_handler=None,
                   tools=[get_weather, tool(slow_step), send_email])
     agent.add_hook(approve_email, BeforeToolCallEvent)
+    return agent
+
+
+def gated_agent(settings: Any = None) -> Any:
+    """``weather_agent`` with a gate before every tool call's approval: it logs
+    ``gate <tool>`` and takes ``$HOST_SLOW_SECONDS`` (a test kills the server in it)."""
+    import asyncio
+
+    from strands.hooks import BeforeToolCallEvent, HookOrder
+
+    async def gate(event: BeforeToolCallEvent) -> None:
+        record(f"gate {event.tool_use['name']}")
+        await asyncio.sleep(float(os.environ.get("HOST_SLOW_SECONDS", "0")))
+
+    agent = weather_agent(settings)
+    agent.add_hook(gate, BeforeToolCallEvent, order=HookOrder.SDK_FIRST)
     return agent
 
 

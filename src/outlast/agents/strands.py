@@ -35,7 +35,13 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, Resolution, RunContext
-from outlast.agents.resume import answer_placeholder, call_args, mark_cut_off, owed_calls
+from outlast.agents.resume import (
+    answer_placeholder,
+    call_args,
+    is_placeholder,
+    mark_cut_off,
+    owed_calls,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -249,13 +255,25 @@ class StrandsAgent(Agent):
             else None
         cut = await mark_cut_off(ctx, settled) if settled is not None else None
         # Calls a dead attempt was executing are asked about first (ending the run if any
-        # is in doubt); those left without a result, or answered about, run here.
-        for call in await owed_calls(ctx, KEY_PREFIX, settled):
-            await self._execute(ctx, agent, call)
+        # is in doubt); those a person answered about run here, through the journal.
+        owed = {c["id"] for c in await owed_calls(ctx, KEY_PREFIX, settled)}
+        if not ctx.resumed:
+            for call in (c for m in ctx.messages for c in m.get("toolCalls") or ()):
+                if call["id"] in owed:
+                    await self._execute(ctx, agent, call)
+            owed = set()
         held = set(saved.get("held") or ())
         new = [m for m in ctx.messages if m.get("id") not in held and m.get("id") != cut]
+        # After a crash, a reply whose calls were left without a result goes back without
+        # its results: Strands runs its calls again in its own loop (hooks first, then the
+        # journal, which holds those that ran), as it does a reply that ends in tool uses.
+        again = {c["id"] for m in new if owed & {c["id"] for c in m.get("toolCalls") or ()}
+                 for c in m["toolCalls"]}
+        new = [m for m in new if not (m.get("role") == "tool" and m.get("toolCallId") in again)]
         prompt = self._answers(ctx, agent)
         relay = _Relay(ctx, agent)
+        relay.done = {m.get("toolCallId") for m in ctx.messages
+                      if m.get("role") == "tool" and not is_placeholder(m)}
         if prompt is None:
             _append(agent, to_strands(new))
         elif new:  # Strands continues an interrupt with the answers alone
@@ -372,6 +390,7 @@ class _Relay:
         self.reasoning: str | None = None
         self.call: str | None = None  # the open tool call
         self.waiting: set[Any] = set()  # thread messages the Strands state does not hold
+        self.done: set[Any] = set()  # calls the thread holds a result of
 
     def boundary(self) -> None:
         """Note the Strands state as it is now: a crash resume restarts from it (G5, G8).
@@ -448,6 +467,8 @@ class _Relay:
 
     async def _result(self, result: dict[str, Any]) -> None:
         call, content = str(result.get("toolUseId")), result_text(result)
+        if call in self.done:
+            return  # run again after a crash, its result recorded and shown before
         if await answer_placeholder(self.ctx, call, content):
             return  # a call a crashed attempt left open
         await self.ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": self.ctx.new_id("result"),
