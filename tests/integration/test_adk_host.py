@@ -216,3 +216,31 @@ async def test_the_session_kept_event_by_event_is_the_session_whole() -> None:
     assert again.session is not None and again.session.state == {"turns": 3}
     assert [e.content.parts[0].text for e in again.session.events if e.content] == [
         "turn 0", "turn 1", "turn 2"]
+
+
+async def test_a_fork_continues_the_conversation_as_it_was_where_it_forked(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    """A fork at an older boundary holds no ADK session (only the latest boundary keeps
+    session_state): the host builds the session from the fork's messages; a fork at the
+    latest boundary carries the session itself."""
+    srv = start(server_factory, HOST, model, tmp_path / "tools.log")
+    model.replies = [Reply(text="One."), Reply(text="Two."), Reply(text="Three."),
+                     Reply(text="Four.")]
+    async with srv.client() as c:
+        await collect(c, "POST", "/agents/adk", json=body("a-o", "a-o1", "first"))
+        log1 = await stored_log(c, "a-o1")
+        await collect(c, "POST", "/agents/adk", json=body("a-o", "a-o2", "second"))
+        older = await c.post("/threads/a-o/fork", json={"asOf": {"runId": "a-o1",
+                                                                 "seq": len(log1)}})
+        latest = await c.post("/threads/a-o/fork", json={})
+        assert older.status_code == latest.status_code == 201, (older.text, latest.text)
+        _, a = await collect(c, "POST", "/agents/adk",
+                             json=body(older.json()["threadId"], "a-o3", "third"))
+        at_older = model.requests[-1]["messages"]
+        _, b = await collect(c, "POST", "/agents/adk",
+                             json=body(latest.json()["threadId"], "a-o4", "fourth"))
+        at_latest = model.requests[-1]["messages"]
+    assert a[-1].event["type"] == b[-1].event["type"] == "RUN_FINISHED"
+    assert [m.get("content") for m in at_older[1:]] == ["first", "One.", "third"]
+    assert [m.get("content") for m in at_latest[1:]] == [
+        "first", "One.", "second", "Two.", "fourth"]
