@@ -201,3 +201,25 @@ async def test_a_call_cut_off_before_its_approval_is_asked_about_after_a_crash(
     [result] = [m["content"] for m in thread["messages"] if m.get("toolCallId") == "g-1"]
     assert result == "sent to ann@example.com"
     assert thread["messages"][-1]["content"] == "Sent."
+
+
+async def test_human_in_the_loop_runs_nothing_for_an_edited_approval(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path) -> None:
+    log = tmp_path / "tools.log"
+    srv = start(server_factory, HITL, model, log)
+    model.replies = [Reply(calls=[
+        Call("send_email", {"to": "ann@example.com", "subject": "Hi"}, id="e-1")])]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/strands", json=body("s-e", "s-e1", "mail"))
+        [interrupt] = frames[-1].event["outcome"]["interrupts"]
+        model.replies = [Reply(text="Not sent.")]
+        r = await c.post("/threads/s-e/resume", json={"runId": "s-e2", "resume": [{
+            "interruptId": interrupt["id"], "status": "resolved", "payload": {
+                "approved": True, "editedArgs": {"to": "bo@example.com", "subject": "Hi"}}}]})
+        assert r.status_code == 200, r.text
+        done = await wait_final(c, "s-e2")
+        thread = (await c.get("/threads/s-e")).json()
+    assert done["status"] == "succeeded", done
+    assert executed(log) == [], "the intervention runs a call only as the model made it"
+    [result] = [m["content"] for m in thread["messages"] if m.get("toolCallId") == "e-1"]
+    assert "CONFIRMATION_FAILED" in result

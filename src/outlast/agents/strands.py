@@ -313,9 +313,10 @@ class StrandsAgent(Agent):
 
     def _response(self, name: str, answer: Resolution) -> Any:
         """What ``event.interrupt()`` returns to the hook that raised it: the person's
-        payload; a yes or no for the SDK's interventions (``HumanInTheLoop``)."""
+        payload; a yes or no for the SDK's interventions (``HumanInTheLoop``), which run a
+        call only as the model made it (an edited approval is a no: nothing runs)."""
         if name in self.approvers:
-            return answer.approved
+            return answer.approved and answer.edited_args is None
         if answer.status != "resolved":
             return {"approved": False, "reason": "The person cancelled this request."}
         return {"approved": True} if answer.payload is None else answer.payload
