@@ -105,7 +105,7 @@ def test_a_server_that_runs_the_agent_in_the_request_fails_each_durability_check
         "busy-thread", "cancel", "interrupt-durable", "restart")}, json.dumps(report, indent=1)
     detail = {c["id"]: c["detail"] for c in report["checks"]}
     assert "never completed" in detail["survives-disconnect"]
-    assert "no MESSAGES_SNAPSHOT" in detail["progress-visible"]
+    assert "executed the agent" in detail["progress-visible"]
     assert "no integer SSE id" in detail["reattach"]
     assert "ran the agent again" in detail["retry-attaches"]
     assert "at once" in detail["busy-thread"]

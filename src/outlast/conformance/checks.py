@@ -41,6 +41,24 @@ def answered(ex: Exchange) -> str | None:
     return None
 
 
+AGENT_WORK = ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK",
+              "TOOL_CALL_START", "TOOL_CALL_CHUNK", "REASONING_START",
+              "REASONING_MESSAGE_START", "STEP_STARTED")
+
+
+def ran_agent(ex: Exchange) -> bool:
+    """True when a hydration (§6) executed the agent: its stream follows no active run
+    (its RUN_STARTED names the hydration's own runId) yet carries the agent's work.
+    Its snapshot then shows that new execution, not the thread as it was."""
+    own = ex.body.get("runId") if isinstance(ex.body, dict) else None
+    started = next((f.event for f in ex.frames if f.type == "RUN_STARTED"), {})
+    return started.get("runId") == own and any(f.type in AGENT_WORK for f in ex.frames)
+
+
+RAN_AGENT = ("hydrating the thread (an input with no messages, §6) executed the agent "
+             "instead of showing the thread")
+
+
 def completed(s: Session, user_id: str, run_id: str) -> Any:
     """A predicate on a hydration: the run of ``user_id`` is no longer active and the
     thread shows as many messages of it as the reference run said (or its very last
@@ -51,7 +69,7 @@ def completed(s: Session, user_id: str, run_id: str) -> Any:
 
     def done(ex: Exchange) -> Any:
         messages = snapshot_messages(ex)
-        if messages is None:
+        if messages is None or ran_agent(ex):
             return None
         after = after_user(messages, user_id)
         if after is None:
@@ -69,6 +87,8 @@ def why_incomplete(s: Session, ex: Exchange, user_id: str) -> str:
     messages = snapshot_messages(ex)
     if ex.status is None or ex.status >= 300:
         return f"hydrating the thread answered {ex.status or ex.error}"
+    if ran_agent(ex):
+        return RAN_AGENT
     if messages is None:
         return "hydrating the thread (§6) returned no MESSAGES_SNAPSHOT"
     if after_user(messages, user_id) is None:
@@ -132,6 +152,8 @@ async def progress_visible(s: Session) -> Result:
         return fail(check, "the run ended before the hydration answered; give it a longer "
                     "task", live, hyd)
     messages = snapshot_messages(hyd)
+    if ran_agent(hyd):
+        return fail(check, f"mid-run, {RAN_AGENT}", hyd, live)
     if messages is None:
         return fail(check, "hydrating the thread mid-run (§6) returned no MESSAGES_SNAPSHOT",
                     hyd, live)
@@ -271,6 +293,10 @@ async def retry_attaches(s: Session) -> Result:
         s.keep(ex, f"retry-attaches: the same request {when}")
         mine, theirs = texts(a.frames), texts(ex.frames)
         if [m for m, _ in theirs] != [m for m, _ in mine]:
+            if not theirs:
+                return fail(check, f"the same request sent again {when} did not attach: its "
+                            "stream carried none of the run's messages (the first's: "
+                            f"{[m for m, _ in mine][:4]})", a, ex)
             return fail(check, f"the same request sent again {when} ran the agent again: its "
                         f"messages are {[m for m, _ in theirs][:4]}, the first's "
                         f"{[m for m, _ in mine][:4]}", a, ex)
@@ -400,7 +426,8 @@ async def raise_interrupt(s: Session, check: str
         return thread, [], fail(check, "the approval run ended at its first event", first), \
             first
     found, tried = await s.wait_thread(
-        thread, lambda ex: pending_interrupts(ex), time.monotonic() + 3 * s.run_seconds + 10)
+        thread, lambda ex: None if ran_agent(ex) else pending_interrupts(ex),
+        time.monotonic() + 3 * s.run_seconds + 10)
     if not found:
         return thread, [], fail(
             check, "the client dropped after the approval run's first event; hydrating the "
