@@ -1,41 +1,41 @@
-"""Schemathesis against the service's own OpenAPI document, on a real ``outlast serve``.
+"""Schemathesis against the service's own OpenAPI document, on a real ``outlast serve``
+with tokens: the document must say what the server enforces, and every check finds
+nothing.
 
-Every operation gets a bounded number of generated requests, valid and invalid
-ones, from a fixed seed: no response may be a 5xx, and every response must match
-what the document says (status, content type, body schema; for event streams,
-each event). Generation aims some requests at stored resources and at a quick
-test agent, so the fuzzer reaches past "not found".
+The examples, coverage and fuzzing phases run through schemathesis's command line with
+every check (``positive_data_acceptance`` as ``tests.support.fuzz_checks`` refines it:
+refusals that depend on stored state are not refusals of a request's shape). The
+stateful phase follows the document's links from a real run in every scenario
+(``tests.support.fuzz_stateful``): runs are created, answered, cancelled and forked
+through the links, with every check on every response.
 """
 
 from __future__ import annotations
 
-import zlib
+import os
+import re
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import requests  # schemathesis calls the server through requests
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from schemathesis.checks import (
-    content_type_conformance,
-    not_a_server_error,
-    response_schema_conformance,
-    status_code_conformance,
-)
-from schemathesis.generation import GenerationMode
+from schemathesis.config import SchemathesisConfig
 
-from tests.support.hostile_agents import HOSTILE_ENV, QUICK_AGENT
-from tests.support.server import ServerProcess, demo_input
+from tests.support.agents import AGENT_ENV, REPO_ROOT
+from tests.support.fuzz_agents import FUZZ_AGENT
+from tests.support.fuzz_stateful import run_stateful
+from tests.support.server import ServerProcess
 
 SEED = 20240611
-EXAMPLES = 20  # per operation and generation mode
 TOKEN = "tok-fuzz"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance]
+SCENARIOS, STEPS = 60, 8  # stateful: about 10 s on 2 cores
 OPERATIONS = [
     ("GET", "/agents"),
     ("POST", "/agents/{agent}"),
@@ -55,16 +55,34 @@ OPERATIONS = [
     ("GET", "/metrics"),
     ("GET", "/"),
 ]
+# The command line's phases. Requests go to the quick "fuzz" agent (the demo's runs
+# take seconds each); 10 generated requests per operation and mode.
+CONFIG = """
+[parameters]
+"path.agent" = "fuzz"
+
+[generation]
+unique-inputs = true
+
+[phases.fuzzing.generation]
+max-examples = 10
+"""
+STATEFUL_CONFIG = """
+[checks]
+positive_data_acceptance.enabled = false
+
+[phases.stateful.generation]
+mode = "positive"
+"""
 
 
 @dataclass
 class Target:
-    """The running server, its OpenAPI document and the ids stored on it."""
+    """The running server and its OpenAPI document."""
 
     server: ServerProcess
-    schema: Any
-    threads: tuple[str, ...] = ("f-asked", "f-done")
-    runs: tuple[str, ...] = ("f-asked-run", "f-done-run")
+    doc: dict[str, Any]
+    root: Path
 
 
 @pytest.fixture(scope="module")
@@ -73,77 +91,101 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     tokens = root / "tokens"
     tokens.write_text(f"fuzzer:{TOKEN}\n")
     server = ServerProcess(root / "data", ["--tokens-file", str(tokens), "--keepalive", "2",
-                                           "--body-timeout", "5", "--agent", QUICK_AGENT],
-                           dict(HOSTILE_ENV))
+                                           "--body-timeout", "5", "--max-id-length", "120",
+                                           "--agent", FUZZ_AGENT], dict(AGENT_ENV))
     server.start()
     try:
         with httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as c:
-            for thread, run, knobs in (("f-asked", "f-asked-run", {"approve_at": [1]}),
-                                       ("f-done", "f-done-run", {})):
-                body = demo_input(thread, run, steps=1, step_delay_ms=10, **knobs)
-                assert c.post("/agents/demo", json=body).status_code == 200
-        schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
-        yield Target(server, schema)
+            doc = c.get("/openapi.json").json()
+        yield Target(server, doc, root)
     finally:
         server.stop()
 
 
 def test_every_operation_in_the_document_is_fuzzed(target: Target) -> None:
-    documented = {(op.method.upper(), op.path)
-                  for op in (result.ok() for result in target.schema.get_all_operations())}
+    documented = {(method.upper(), path) for path, item in target.doc["paths"].items()
+                  for method in item}
     assert documented == set(OPERATIONS)
 
 
-def _aim(case: Any, target: Target) -> None:
-    """Point some generated requests at stored resources and at a registered agent."""
-    params = case.path_parameters or {}
-    pick = zlib.crc32(repr((case.body, case.query, params)).encode())
-    if "agent" in params and pick % 4:
-        params["agent"] = "quick"
-    if "thread_id" in params and pick % 3:
-        params["thread_id"] = target.threads[pick % len(target.threads)]
-    if "run_id" in params and pick % 3:
-        params["run_id"] = target.runs[pick % len(target.runs)]
+def test_the_document_says_what_the_server_enforces(target: Target) -> None:
+    doc = target.doc
+    schemas = doc["components"]["schemas"]
+    # Bearer tokens, on every operation but probes and the web client.
+    assert doc["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer", "description": "A token of the server's "
+        "--tokens-file"}
+    assert doc["security"] == [{"bearer": []}]
+    assert doc["paths"]["/healthz"]["get"]["security"] == []
+    assert "security" not in doc["paths"]["/threads"]["get"]
+    # A message names its role; a content part its type.
+    for name in ("UserMessage", "AssistantMessage", "ToolMessage", "SystemMessage"):
+        assert {"role", "id"} <= set(schemas[name]["required"]), name
+        assert schemas[name]["properties"]["id"]["maxLength"] == 120
+    assert "type" in schemas["TextPart"]["required"]
+    # A fork's boundary: asOf or beforeMessageId, not both.
+    assert schemas["ForkBody"]["not"]["required"] == ["asOf", "beforeMessageId"]
+    # Ids and seqs with the server's own rules; headers are strings, never null.
+    parameters = {(p["in"], p["name"]): p["schema"]
+                  for item in doc["paths"].values() for op in item.values()
+                  for p in op.get("parameters", [])}
+    for where in (("path", "thread_id"), ("path", "run_id"), ("header", "Idempotency-Key")):
+        assert parameters[where]["pattern"] == "^[A-Za-z0-9][A-Za-z0-9._:@-]*$", where
+        assert parameters[where]["maxLength"] == 120, where
+    for where in (("header", "Last-Event-ID"), ("query", "after")):
+        assert parameters[where]["type"] == "string", where
+        assert parameters[where]["pattern"] == "^[0-9]{0,15}$", where
+    for (place, name), schema in parameters.items():
+        if place in ("header", "query"):
+            assert "anyOf" not in schema and schema.get("type") != "null", name
+    assert ("header", "Outlast-Webhook") not in parameters  # no --webhook-allow: refused
+    assert parameters[("path", "agent")]["enum"] == ["demo", "fuzz"]
+    # A run's response leads to its record, its thread, and an answer.
+    links = doc["paths"]["/agents/{agent}"]["post"]["responses"]["200"]["links"]
+    assert links["GetRun"]["parameters"] == {"run_id": "$response.header.Outlast-Run-Id"}
+    resume = doc["paths"]["/threads/{thread_id}"]["get"]["responses"]["200"]["links"]["Resume"]
+    assert resume["requestBody"]["resume"][0]["interruptId"] == \
+        "$response.body#/interrupts/0/id"
 
 
-@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
-def test_generated_requests_get_no_5xx_and_only_documented_answers(
-        target: Target, method: str, path: str) -> None:
-    operation = target.schema[path][method]
-    failures: list[str] = []
-    statuses: dict[int, int] = {}
-    modes = [GenerationMode.POSITIVE]
-    if _has_inputs(operation):  # without inputs there is nothing to get wrong
-        modes.append(GenerationMode.NEGATIVE)
-    with requests.Session() as session:
-        session.headers.update(AUTH)
-        for mode in modes:
-            _fuzz(target, operation, mode, session, failures, statuses)
-    assert not failures, "\n\n".join(failures[:5])
-    assert sum(statuses.values()) >= 1
-    assert not any(status >= 500 for status in statuses), statuses
+def test_schemathesis_runs_every_check_and_finds_nothing(target: Target) -> None:
+    url = target.server.url
+    config = target.root / "schemathesis.toml"
+    config.write_text(CONFIG)
+    report = target.root / "report"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT),
+           "SCHEMATHESIS_HOOKS": "tests.support.fuzz_checks"}
+    done = subprocess.run(
+        [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
+         f"{url}/openapi.json", "--phases", "examples,coverage,fuzzing",
+         "--checks", "all", "--exclude-checks", "positive_data_acceptance",
+         "-H", f"Authorization: Bearer {TOKEN}", "--seed", str(SEED), "--workers", "2",
+         "--request-timeout", "30", "--no-color", "--report-dir", str(report)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-6000:]
+    tested = re.search(r"Tested: (\d+)", out)
+    assert tested is not None and int(tested.group(1)) == len(OPERATIONS), out[-3000:]
 
-
-def _fuzz(target: Target, operation: Any, mode: GenerationMode, session: requests.Session,
-          failures: list[str], statuses: dict[int, int]) -> None:
-    """Send ``EXAMPLES`` generated requests; collect every check that fails."""
-
-    @seed(SEED)
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(case=operation.as_strategy(generation_mode=mode))
-    def fuzz(case: Any) -> None:
-        _aim(case, target)
-        response = case.call(base_url=target.server.url, session=session, timeout=30)
-        statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
-        try:
-            case.validate_response(response, checks=CHECKS, headers=AUTH)
-        except Exception as exc:  # collect them all, report them together
-            failures.append(f"{mode.value}: {exc}")
-
-    fuzz()
-
-
-def _has_inputs(operation: Any) -> bool:
-    definition = operation.definition.raw
-    return bool(definition.get("parameters") or definition.get("requestBody"))
+    schema = schemathesis.openapi.from_url(
+        f"{url}/openapi.json", config=SchemathesisConfig.from_str(STATEFUL_CONFIG),
+        headers=AUTH)
+    coverage = run_stateful(schema, url, AUTH, "fuzz", scenarios=SCENARIOS, steps=STEPS)
+    assert not coverage.failures, "\n\n".join(coverage.failures[:5])
+    assert coverage.scenarios > SCENARIOS // 4
+    assert len(coverage.links) > 5, coverage.links
+    steps = coverage.steps
+    assert steps.get(("POST /agents/{agent}", 200), 0) > 0, steps  # runs created
+    assert steps.get(("POST /threads/{thread_id}/resume", 200), 0) > 0, steps
+    assert steps.get(("POST /threads/{thread_id}/fork", 201), 0) > 0, steps
+    # What the store holds after: the same, seen from the inside.
+    db = sqlite3.connect(f"file:{target.server.data_dir / 'outlast.db'}?mode=ro", uri=True)
+    try:
+        statuses = dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"))
+        answered = db.execute("SELECT COUNT(*) FROM interrupts WHERE status != 'pending'")
+        forks = db.execute("SELECT COUNT(*) FROM threads WHERE forked_from IS NOT NULL")
+        assert statuses.get("cancelled", 0) > 0, statuses  # cancelled while working
+        assert answered.fetchone()[0] > 0  # resumed
+        assert forks.fetchone()[0] > 0
+    finally:
+        db.close()

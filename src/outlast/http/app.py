@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 from outlast.engine.runtime import Engine
 from outlast.http import (
     errors,
+    openapi,
     routes_admin,
     routes_agents,
     routes_fork,
@@ -58,6 +59,7 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
     app.state.engine = engine
     app.state.principals = principals or Principals()
     errors.install(app)
+    openapi.install(app, engine, app.state.principals)
     app.add_middleware(HeaderLimit, limit=engine.settings.max_header_bytes)
     if engine.settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=engine.settings.cors_origins,

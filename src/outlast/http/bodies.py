@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from ag_ui.core import ResumeEntry as AgUiResumeEntry
 from ag_ui.core import RunAgentInput as AgUiRunAgentInput
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from outlast.config import Settings
 from outlast.errors import InvalidRequest
@@ -64,13 +64,21 @@ class ResumeBody(BaseModel):
     forwardedProps: Any = Field(default=None, description="Passed to the agent untouched")
 
 
+def _whole(value: Any) -> Any:
+    """A float with no fraction as the int it spells; anything else as it came."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 class ForkPointRef(BaseModel):
     """A safe boundary of a thread: after event ``seq`` of run ``runId``."""
 
     model_config = {"extra": "forbid"}
 
     runId: Id
-    seq: int = Field(ge=1, le=2**53 - 1, strict=True)
+    # Strict (no "3", no true), but 3.0 is the integer 3 in JSON, as the schema says.
+    seq: Annotated[int, BeforeValidator(_whole)] = Field(ge=1, le=2**53 - 1, strict=True)
 
 
 class ForkBody(BaseModel):

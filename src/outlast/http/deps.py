@@ -14,6 +14,9 @@ from outlast.http.auth import Principals
 # \Z, not $: "$" also matches before a trailing newline, which would reach headers.
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*\Z")
 MAX_SEQ = 2**53 - 1
+# A seq as ``Last-Event-ID`` and ``?after=`` carry it: up to 15 digits, so that every
+# one a pattern admits is below MAX_SEQ (JavaScript's largest exact integer).
+SEQ_PATTERN = "^[0-9]{0,15}$"
 
 
 # Dependencies are ``async def`` on purpose: a sync one runs in a thread pool, and
@@ -58,7 +61,7 @@ def parse_seq(value: str | None, what: str) -> int:
     if value is None or value == "":
         return 0
     # isascii: "²" and other Unicode digits pass isdigit() but not int().
-    if not (value.isascii() and value.isdigit()) or len(value) > 16 or int(value) > MAX_SEQ:
+    if not (value.isascii() and value.isdigit()) or len(value) > 15:
         raise InvalidLastEventId(f"{what} must be a non-negative integer event id",
                                  value=value[:50])
     return int(value)

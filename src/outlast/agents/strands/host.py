@@ -1,33 +1,8 @@
-"""Strands Agents host: a ``strands.Agent`` runs durably as an outlast agent.
-
-A Strands ``Agent`` holds one conversation and its pending interrupt, and refuses a
-second call while one runs; outlast runs many threads at once. So each run gets its own
-``Agent``, built from the served one (its model, tools, system prompt, hooks, middleware,
-state and settings), and the thread's Strands state (the SDK's own session snapshot:
-messages, agent state, conversation manager state, interrupt state) is kept in the
-thread's private ``session_state``, rewritten at every boundary; a new process continues
-the conversation from it. Its stream (``stream_async``) becomes AG-UI: text, reasoning
-and tool-call events, tool results. Outlast adds:
-
-- every tool execution runs as a journaled effect keyed by the model's call id (G9),
-  through Strands' own ``ExecuteToolStage`` middleware;
-- an ``event.interrupt()`` in a hook (a ``BeforeToolCallEvent`` approval, or the SDK's
-  ``HumanInTheLoop`` intervention) ends the run with durable outlast interrupts (G7); the
-  answer, after any restart, goes back as the ``interruptResponse`` the hook reads;
-- a crash resume (G8) continues from the Strands state at the last boundary: a reply it
-  was cutting off is kept, marked ``interrupted``, and not sent to the model; a call it
-  was executing is in doubt and a person is asked before anything runs;
-- every model call's tokens count toward the run's final event (AG-UI 1.0 usage).
-
-Strands' OpenTelemetry spans go to the process's tracer provider: nowhere unless the
-application (or outlast's ``OTEL_*`` tracing) installs one. A ``session_manager`` on the
-served agent is not used: the thread keeps the conversation. Install with
-``pip install "outlast[strands]"``.
-"""
+"""The Strands host's run: the Strands state from the thread, tools journaled, interrupts
+durable, crash resume from the last boundary (the package docstring says it all)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from typing import Any
@@ -44,22 +19,22 @@ from outlast.agents.resume import (
 )
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
-from outlast.protocol.content import text_of
 
 try:
     import strands
-    from strands.handlers.callback_handler import PrintingCallbackHandler
     from strands.middleware.stages import ExecuteToolStage
     from strands.types._events import ToolInterruptEvent
     from strands.types._snapshot import Snapshot
     from strands.types.events import ToolResultEvent
     from strands.types.session import decode_bytes_values, encode_bytes_values
+
+    from outlast.agents.strands.fork import fork
+    from outlast.agents.strands.relay import SESSION_KEY, Relay, append, result_text, to_strands
 except ImportError:  # pragma: no cover - exercised only without the extra
     strands = None  # type: ignore[assignment]
 
 log = logging.getLogger("outlast.agents.strands")
 
-SESSION_KEY = "strands"
 KEY_PREFIX = "strands-tool:"  # + the call id: a tool execution's journal key
 INTERRUPT_KIND = "strands_interrupt"
 APPROVAL_SCHEMA = {"type": "object", "required": ["approved"], "properties": {
@@ -76,62 +51,6 @@ def _require() -> Any:
 def serves(obj: Any) -> bool:
     """True for a Strands ``Agent`` (the object this host takes)."""
     return strands is not None and isinstance(obj, strands.Agent)
-
-
-def fork(template: Any) -> Any:
-    """A fresh ``strands.Agent`` with ``template``'s model, tools, system prompt, settings,
-    hooks and middleware, and none of its conversation: one per run, so runs of
-    different threads never share an agent (Strands refuses concurrent calls)."""
-    lib = _require()
-    owned = _owned(template)
-    try:
-        manager = copy.deepcopy(template.conversation_manager)
-    except Exception:  # a manager holding a lock or a client: the default instead
-        manager = None
-    retry = copy.copy(template._retry_strategy)
-    retry._current_attempt = 0
-    handler = template.callback_handler
-    agent = lib.Agent(
-        model=template.model, tools=[t for t in template.tool_registry.registry.values()
-                                     if not _bound_to(getattr(t, "_tool_func", None), owned)],
-        system_prompt=template._system_prompt_content,
-        structured_output_model=template._default_structured_output_model,
-        callback_handler=None if isinstance(handler, PrintingCallbackHandler) else handler,
-        conversation_manager=manager, record_direct_tool_call=template.record_direct_tool_call,
-        trace_attributes=template.trace_attributes, agent_id=template.agent_id,
-        name=template.name, description=template.description, state=template.state.get(),
-        tool_executor=template.tool_executor, retry_strategy=retry)
-    # The template's own hooks and middleware, except those bound to the parts the new
-    # agent made for itself (its conversation manager, retry strategy, SDK plugins).
-    for event_type, entries in template.hooks._registered_callbacks.items():
-        if event_type.__name__ == "AgentInitializedEvent":
-            continue
-        have = [e.callback for e in agent.hooks._registered_callbacks.get(event_type, ())]
-        for entry in entries:
-            if not _bound_to(entry.callback, owned) and entry.callback not in have:
-                agent.hooks.add_callback(event_type, entry.callback, order=entry.order)
-    for stage, tagged in template._middleware_registry._handlers.items():
-        mine = agent._middleware_registry._handlers.setdefault(stage, [])
-        mine[:] = [t for t in tagged if not _bound_to(t.handler, owned)] + \
-            [t for t in mine if t not in tagged]
-    return agent
-
-
-def _bound_to(fn: Any, owned: list[Any]) -> bool:
-    owner = getattr(fn, "__self__", None)
-    return any(owner is part for part in owned)
-
-
-def _owned(template: Any) -> list[Any]:
-    """The template's own parts: what its hooks bound to them must not be carried."""
-    parts = [template, template.conversation_manager, template._retry_strategy,
-             getattr(template, "_session_manager", None),
-             getattr(template, "_context_manager_instance", None),
-             getattr(template, "_background_tasks", None),
-             getattr(template, "memory_manager", None)]
-    plugins = getattr(template._plugin_registry, "_plugins", {})
-    parts += [p for name, p in plugins.items() if str(name).startswith("strands:")]
-    return [p for p in parts if p is not None]
 
 
 def journal(ctx: RunContext) -> Any:
@@ -179,47 +98,6 @@ def tool_result(use: Any, recorded: Any) -> Any:
         return dict(decode_bytes_values(recorded), toolUseId=str(use["toolUseId"]))
     text = recorded if isinstance(recorded, str) else json.dumps(recorded)
     return {"toolUseId": str(use["toolUseId"]), "status": "success", "content": [{"text": text}]}
-
-
-def result_text(result: Any) -> str:
-    """A Strands ``ToolResult``'s content as the text a tool message carries."""
-    parts = []
-    for block in result.get("content") or ():
-        if "text" in block:
-            parts.append(str(block["text"]))
-        elif "json" in block:
-            parts.append(json.dumps(block["json"]))
-    return "".join(parts)
-
-
-def to_strands(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """AG-UI messages as Strands messages (text, tool uses, tool results), messages of
-    the same role merged (Strands alternates user and assistant)."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        role = m.get("role")
-        if role in ("user", "system", "developer"):
-            text = text_of(m.get("content"))
-            blocks: list[dict[str, Any]] = [{"text": text}] if text else []
-            role = "user"
-        elif role == "assistant":
-            text = text_of(m.get("content"))
-            blocks = [{"text": text}] if text else []
-            blocks += [{"toolUse": {"toolUseId": c["id"], "name": c["function"]["name"],
-                                    "input": call_args(c)}} for c in m.get("toolCalls") or ()]
-        elif role == "tool" and m.get("toolCallId"):
-            role, blocks = "user", [{"toolResult": {
-                "toolUseId": m["toolCallId"], "status": "success",
-                "content": [{"text": text_of(m.get("content"))}]}}]
-        else:
-            continue
-        if not blocks:
-            continue
-        if out and out[-1]["role"] == role:
-            out[-1]["content"] += blocks
-        else:
-            out.append({"role": role, "content": blocks})
-    return out
 
 
 class StrandsAgent(Agent):
@@ -271,11 +149,11 @@ class StrandsAgent(Agent):
                  for c in m["toolCalls"]}
         new = [m for m in new if not (m.get("role") == "tool" and m.get("toolCallId") in again)]
         prompt = self._answers(ctx, agent)
-        relay = _Relay(ctx, agent)
+        relay = Relay(ctx, agent)
         relay.done = {m.get("toolCallId") for m in ctx.messages
                       if m.get("role") == "tool" and not is_placeholder(m)}
         if prompt is None:
-            _append(agent, to_strands(new))
+            append(agent, to_strands(new))
         elif new:  # Strands continues an interrupt with the answers alone
             relay.waiting = {m.get("id") for m in new}
             log.info("run %s: %d new messages wait until the interrupt is answered",
@@ -366,127 +244,6 @@ class StrandsAgent(Agent):
         recorded = await ctx.effect(KEY_PREFIX + call["id"], invoke, tool=use["name"],
                                     args=use["input"], tool_call_id=call["id"])
         await answer_placeholder(ctx, call["id"], result_text(tool_result(use, recorded)))
-
-
-def _append(agent: Any, messages: list[dict[str, Any]]) -> None:
-    """Add ``messages`` to the agent's conversation, merging a first one of the same role
-    as its last."""
-    for message in messages:
-        last = agent.messages[-1] if agent.messages else None
-        if last is not None and last["role"] == message["role"]:
-            agent.messages[-1] = {**last, "content": [*last["content"], *message["content"]]}
-        else:
-            agent.messages.append(message)
-
-
-class _Relay:
-    """Turns the Strands stream into AG-UI events on the run, and notes the Strands
-    state at each boundary."""
-
-    def __init__(self, ctx: RunContext, agent: Any) -> None:
-        self.ctx = ctx
-        self.agent = agent
-        self.text: str | None = None  # the open text message
-        self.reply: str | None = None  # the reply's text message, parent of its calls
-        self.reasoning: str | None = None
-        self.call: str | None = None  # the open tool call
-        self.waiting: set[Any] = set()  # thread messages the Strands state does not hold
-        self.done: set[Any] = set()  # calls the thread holds a result of
-
-    def boundary(self) -> None:
-        """Note the Strands state as it is now: a crash resume restarts from it (G5, G8).
-        Called before a reply's first opener, as the snapshot is saved just before it."""
-        snapshot = self.agent.take_snapshot(preset="session").to_dict()
-        self.ctx.session_state[SESSION_KEY] = {
-            "run": self.ctx.run_id, "settled": len(self.ctx.messages),
-            "held": [m.get("id") for m in self.ctx.messages if m.get("id") not in self.waiting],
-            "snapshot": encode_bytes_values(to_jsonable_python(snapshot, fallback=str))}
-
-    async def send(self, event: dict[str, Any]) -> None:
-        if "event" in event:
-            await self._raw(event["event"])
-        elif isinstance(event.get("message"), dict):
-            for block in event["message"].get("content") or ():
-                if "toolResult" in block:
-                    await self._result(block["toolResult"])
-
-    async def _raw(self, raw: dict[str, Any]) -> None:
-        if "messageStart" in raw:
-            await self.close()
-            self.reply = None
-            self.boundary()
-        elif "contentBlockStart" in raw:
-            use = (raw["contentBlockStart"].get("start") or {}).get("toolUse")
-            if use:
-                await self.close()
-                self.call = str(use["toolUseId"])
-                start = {"type": "TOOL_CALL_START", "toolCallId": self.call,
-                         "toolCallName": use["name"]}
-                if self.reply is not None:
-                    start["parentMessageId"] = self.reply
-                await self.ctx.emit(start)
-        elif "contentBlockDelta" in raw:
-            await self._delta(raw["contentBlockDelta"].get("delta") or {})
-        elif "contentBlockStop" in raw:
-            await self.close()
-        elif "messageStop" in raw:
-            await self.close()
-        elif "metadata" in raw:
-            self._usage(raw["metadata"].get("usage") or {})
-
-    async def _delta(self, delta: dict[str, Any]) -> None:
-        if delta.get("text"):
-            if self.text is None:
-                self.text = self.reply = self.ctx.new_id("msg")
-                await self.ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": self.text,
-                                     "role": "assistant"})
-            await self.ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": self.text,
-                                 "delta": delta["text"]})
-        elif (delta.get("toolUse") or {}).get("input") and self.call is not None:
-            await self.ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": self.call,
-                                 "delta": delta["toolUse"]["input"]})
-        elif (delta.get("reasoningContent") or {}).get("text"):
-            if self.reasoning is None:
-                self.reasoning = self.ctx.new_id("reasoning")
-                await self.ctx.emit({"type": "REASONING_START", "messageId": self.reasoning})
-                await self.ctx.emit({"type": "REASONING_MESSAGE_START",
-                                     "messageId": self.reasoning, "role": "reasoning"})
-            await self.ctx.emit({"type": "REASONING_MESSAGE_CONTENT",
-                                 "messageId": self.reasoning,
-                                 "delta": delta["reasoningContent"]["text"]})
-
-    def _usage(self, usage: dict[str, Any]) -> None:
-        counts = {wire: usage.get(key) for key, wire in (
-            ("inputTokens", "inputTokens"), ("outputTokens", "outputTokens"),
-            ("totalTokens", "totalTokens"), ("cacheReadInputTokens", "cachedInputTokens"),
-            ("cacheWriteInputTokens", "cacheWriteInputTokens"))}
-        counts = {k: v for k, v in counts.items() if isinstance(v, int) and v > 0}
-        if counts:
-            model = (getattr(self.agent.model, "config", None) or {}).get("model_id")
-            self.ctx.record_usage({**counts, **({"model": model} if isinstance(
-                model, str) and model else {})})
-
-    async def _result(self, result: dict[str, Any]) -> None:
-        call, content = str(result.get("toolUseId")), result_text(result)
-        if call in self.done:
-            return  # run again after a crash, its result recorded and shown before
-        if await answer_placeholder(self.ctx, call, content):
-            return  # a call a crashed attempt left open
-        await self.ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": self.ctx.new_id("result"),
-                             "toolCallId": call, "role": "tool", "content": content})
-
-    async def close(self) -> None:
-        """Close every construct the reply under way opened."""
-        if self.text is not None:
-            text, self.text = self.text, None
-            await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text})
-        if self.reasoning is not None:
-            rid, self.reasoning = self.reasoning, None
-            await self.ctx.emit({"type": "REASONING_MESSAGE_END", "messageId": rid})
-            await self.ctx.emit({"type": "REASONING_END", "messageId": rid})
-        if self.call is not None:
-            call, self.call = self.call, None
-            await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call})
 
 
 HOST = StrandsAgent
