@@ -1,6 +1,7 @@
 """What only the Agno host has, driven by the real ``agno`` package through a real
 ``outlast serve``: Agno's own session (its ``session_state``) kept in the thread, so a
-new process continues it, one thread's never another's, even at once; a continuation of a confirmed
+new process continues it, one thread's never another's, even at once; the model's
+reasoning streamed and kept out of the next request; a continuation of a confirmed
 call cut off by SIGKILL, mid-reply or while the confirmed tool runs; and a served
 object that is not an Agno agent refused with a clear error."""
 
@@ -79,6 +80,30 @@ async def test_a_clients_state_is_the_runs_session_state(
     snapshot = [e["snapshot"] for e in events if e["type"] == "STATE_SNAPSHOT"][-1]
     assert snapshot == thread["state"] == {"visits": 11, "theme": "dark"}
     assert_valid(events, FEATURES)
+
+
+async def test_the_models_reasoning_streams_and_stays_out_of_the_next_request(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Any) -> None:
+    srv = _serve(server_factory, model, tmp_path / "tools.log", tmp_path / "data",
+                 HOSTS["agno"].target)
+    model.replies = [Reply(reasoning="Oslo is in Norway.", text="Sunny.")]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/agno", json=body("r-t", "r-1", "hi"))
+        events = [f.event for f in frames]
+        model.replies = [Reply(text="More.")]
+        _, more = await collect(c, "POST", "/agents/agno", json=body("r-t", "r-2", "and?"))
+        thread = (await c.get("/threads/r-t")).json()
+    assert more[-1].event["type"] == "RUN_FINISHED", more[-1].event
+    assert_valid(events, FEATURES)
+    kinds = [e["type"] for e in events]
+    assert kinds.index("REASONING_END") < kinds.index("TEXT_MESSAGE_START"), kinds
+    assert "".join(e["delta"] for e in events
+                   if e["type"] == "REASONING_MESSAGE_CONTENT") == "Oslo is in Norway."
+    assert [(m["role"], m["content"]) for m in thread["messages"]] == [
+        ("user", "hi"), ("reasoning", "Oslo is in Norway."), ("assistant", "Sunny."),
+        ("user", "and?"), ("assistant", "More.")]
+    # The reasoning is the thread's, not the next request's.
+    assert "Norway" not in json.dumps(model.requests[-1]["messages"])
 
 
 async def test_one_served_agent_runs_two_threads_at_once(

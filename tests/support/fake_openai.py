@@ -49,6 +49,7 @@ class Reply:
     error_body: str = ""
     freeze_after: int | None = None  # stop sending (but keep the connection) after n chunks
     token_delay: float | None = None  # seconds between chunks (default: the server's)
+    reasoning: str = ""  # streamed first as `reasoning_content` deltas (DeepSeek, vLLM)
 
 
 def _chunk(delta: dict[str, Any] | None, finish: str | None = None,
@@ -96,6 +97,8 @@ class FakeOpenAI:
     def chunks(self, reply: Reply) -> list[str]:
         """The SSE chunks that stream ``reply``."""
         out = [_chunk({"role": "assistant", "content": ""})]
+        out += [_chunk({"reasoning_content": w}) for w in _words(reply.reasoning)] \
+            if reply.reasoning else []
         out += [_chunk({"content": w}) for w in _words(reply.text)] if reply.text else []
         pieces: list[list[dict[str, Any]]] = []
         for index, call in enumerate(reply.calls):

@@ -92,6 +92,7 @@ class Relay:
         self.ctx = ctx
         self.state = state  # the host's in session_state: the last boundary
         self.text: str | None = None  # the open text message
+        self.thinking: str | None = None  # the open reasoning message
         self.parent: str | None = None  # the current model response's message
         self.unanswered: set[str] = set()
         self.shown = {c["id"] for m in ctx.messages for c in m.get("toolCalls") or ()}
@@ -104,6 +105,9 @@ class Relay:
     async def send(self, event: Any) -> None:
         kind = getattr(event, "event", None)
         if kind == "RunContent":
+            reasoning = getattr(event, "reasoning_content", None)
+            if reasoning and isinstance(reasoning, str):
+                await self._think(reasoning)
             content = getattr(event, "content", None)
             if content:
                 await self._say(content if isinstance(content, str) else _text(content))
@@ -138,10 +142,24 @@ class Relay:
 
     def _boundary(self) -> None:
         """Before an opener with nothing open: the place a crash resume restarts from."""
-        if self.text is None and not self.unanswered:
+        if self.text is None and self.thinking is None and not self.unanswered:
             self.state.update(run=self.ctx.run_id, settled=len(self.ctx.messages))
 
+    async def _think(self, delta: str) -> None:
+        """The model's reasoning (``reasoning_content``), as an AG-UI reasoning message."""
+        if self.thinking is None:
+            await self.close()
+            self._boundary()
+            self.thinking = self.ctx.new_id("reasoning")
+            await self.ctx.emit({"type": "REASONING_START", "messageId": self.thinking})
+            await self.ctx.emit({"type": "REASONING_MESSAGE_START",
+                                 "messageId": self.thinking, "role": "reasoning"})
+        await self.ctx.emit({"type": "REASONING_MESSAGE_CONTENT", "messageId": self.thinking,
+                             "delta": delta})
+
     async def _say(self, delta: str) -> None:
+        if self.thinking is not None:
+            await self.close()
         if self.text is None:
             self._boundary()
             self.text = self.parent = self.ctx.new_id("msg")
@@ -218,6 +236,10 @@ class Relay:
             await self.ctx.emit({"type": "STATE_SNAPSHOT", "snapshot": state})
 
     async def close(self) -> None:
+        if self.thinking is not None:
+            thinking, self.thinking = self.thinking, None
+            await self.ctx.emit({"type": "REASONING_MESSAGE_END", "messageId": thinking})
+            await self.ctx.emit({"type": "REASONING_END", "messageId": thinking})
         if self.text is not None:
             text, self.text = self.text, None
             await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text})
