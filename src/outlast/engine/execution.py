@@ -24,6 +24,7 @@ from outlast.engine.hub import Hub
 from outlast.engine.limits import STOPS
 from outlast.engine.metrics import Metrics
 from outlast.engine.snapshots import Snapshots, fold_log
+from outlast.engine.storage import Patient
 from outlast.engine.webhooks import owed
 from outlast.engine.writer import NO_STATE, Writer
 from outlast.errors import LeaseLost, PayloadTooLarge
@@ -86,6 +87,7 @@ class RunExecution:
                                    services.on_snapshot, thread_id=run.thread_id,
                                    run_id=run.id)
         self.usage = usage.RunUsage(services, run, self.channel, self.stop)
+        self.journal = Patient()  # the effect journal's calls wait out a store outage
         self._agent_task: asyncio.Task[Any] | None = None
         self._settled = False  # the run ended or was handed back: nothing left to do
         self._ended: FinishWrite | None = None
@@ -104,7 +106,7 @@ class RunExecution:
 
     def waits_on_store(self) -> bool:
         """True while some of this run's writes are not stored yet."""
-        return self.channel.pending or self.channel.inflight
+        return self.channel.pending or self.channel.inflight or self.journal.waiting
 
     # -- what the agent's context reads (engine.context.RunPort) --------------
     @property
@@ -123,7 +125,7 @@ class RunExecution:
         return self.cancel_reason is not None
 
     async def effect_get(self, key: str) -> EffectRecord | None:
-        return await self.services.store.effect_get(self.run.rid, key)
+        return await self.journal(self.services.store.effect_get, self.run.rid, key)
 
     # -- writing ----------------------------------------------------------
     async def emit(self, event: Any) -> None:
@@ -217,12 +219,12 @@ class RunExecution:
         self.snapshots.save(self.fold, seq, force=force)
 
     async def effect_start(self, key: str) -> None:
-        await self.services.store.effect_start(self.run.rid, key, self.services.instance,
-                                             self.run.attempts)
+        await self.journal(self.services.store.effect_start, self.run.rid, key,
+                           self.services.instance, self.run.attempts)
 
     async def effect_complete(self, key: str, result_json: str) -> None:
-        await self.services.store.effect_complete(self.run.rid, key, self.services.instance,
-                                                self.run.attempts, result_json)
+        await self.journal(self.services.store.effect_complete, self.run.rid, key,
+                           self.services.instance, self.run.attempts, result_json)
         self.usage.since = time.time()  # a model call after a tool starts from its end
 
     # -- lifecycle --------------------------------------------------------

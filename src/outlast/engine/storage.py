@@ -19,10 +19,13 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from outlast.errors import StoreUnavailable
 
 log = logging.getLogger("outlast.storage")
+
+T = TypeVar("T")
 
 OUTAGES = {
     "storage_full": "The server's storage is full: the run was stopped after waiting for "
@@ -107,6 +110,31 @@ class StorageWatch:
         except OSError:
             return ""
         return f" ({free // 1024} KiB free in {self.data_dir})"
+
+
+class Patient:
+    """How an execution makes the store calls its agent waits on (the effect journal):
+    while the store cannot write they are tried again, as the writer tries its commits,
+    instead of failing the agent; the run is stopped meanwhile only by losing its lease,
+    a cancel, or ``--storage-wait`` (``waiting`` says it waits)."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self) -> None:
+        self.waiting = False
+
+    async def __call__(self, op: Callable[..., Awaitable[T]], *args: Any) -> T:
+        delay = PROBE_EVERY
+        while True:
+            try:
+                result = await op(*args)
+            except StoreUnavailable:
+                self.waiting = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            self.waiting = False
+            return result
 
 
 async def watch(storage: StorageWatch, probe: Callable[[], Awaitable[None]],
