@@ -6,8 +6,11 @@ approved (after the server restarted) runs ``delete_file`` once."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import shlex
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,19 +21,19 @@ import pytest
 from tests.support.agui_validator import assert_valid
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.runs import wait_final
-from tests.support.server import ServerProcess, collect
+from tests.support.server import ServerProcess, collect, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "agents.md"
 EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*_agent.py"))
 FEATURES = ("agentic-chat", "backend-tool-rendering")
-COMMAND = re.compile(r"^(?:\.venv/bin/)?outlast serve --agent assistant=examples\.(\w+):agent$",
-                     re.M)
+COMMAND = re.compile(r"(?:^|`)((?:\.venv/bin/)?outlast serve --agent "
+                     r"assistant=examples\.(\w+):agent)(?:$|`)", re.M)
 
 
 def printed_commands() -> dict[str, str]:
     """The serve command docs/agents.md prints for each example, by module."""
-    return {m.group(1): m.group(0) for m in COMMAND.finditer(DOC.read_text())}
+    return {m.group(2): m.group(1) for m in COMMAND.finditer(DOC.read_text())}
 
 
 def test_every_example_has_its_command_in_the_docs() -> None:
@@ -41,7 +44,7 @@ def test_every_example_has_its_command_in_the_docs() -> None:
 
 
 def test_the_readme_serves_an_example_as_the_docs_do() -> None:
-    readme = {m.group(1) for m in COMMAND.finditer((ROOT / "README.md").read_text())}
+    readme = {m.group(2) for m in COMMAND.finditer((ROOT / "README.md").read_text())}
     assert readme and readme <= set(printed_commands()), readme
 
 
@@ -150,3 +153,51 @@ async def _weather_then_delete(name: str, model: FakeOpenAI, tmp_path: Path,
     assert "Deleted notes.txt" in deleted["content"]
     assert thread["messages"][-1]["content"] == "Deleted notes.txt."
     assert thread["interrupts"] == []
+
+
+def ask_and_answer() -> str:
+    """docs/agents.md's commands that ask an example and answer its question."""
+    doc = DOC.read_text()
+    start = doc.index("Then ask it, and answer its question")
+    block = re.search(r"```sh\n(.*?)```", doc[start:], re.S)
+    assert block is not None, "docs/agents.md: no sh block after 'Then ask it'"
+    return block.group(1)
+
+
+async def test_asking_an_example_and_answering_works_as_printed(
+        model: FakeOpenAI, tmp_path: Path) -> None:
+    started: list[ServerProcess] = []
+    try:
+        srv = serve("chat_agent", model, tmp_path, started)
+        (tmp_path / "sandbox").mkdir()
+        (tmp_path / "sandbox" / "notes.txt").write_text("old notes")
+        model.replies = [Reply(calls=[Call("delete_file", {"path": "notes.txt"})]),
+                         Reply(text="Deleted notes.txt.")]
+        script = ask_and_answer().replace("http://127.0.0.1:8765", srv.url)
+        path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+        # In a thread: the scripted model answers on this test's event loop.
+        done = await asyncio.to_thread(
+            subprocess.run, ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True,
+            timeout=120, env={**os.environ, "PATH": path, "OUTLAST_URL": srv.url})
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        lines = done.stdout.splitlines()
+        assert any(line.startswith("t1 ") and " interrupted " in line for line in lines)
+        assert any(line.startswith("approved; continuation run ") for line in lines)
+        async with srv.client() as c:
+            thread = await wait_thread_idle(c, "t1")
+        assert thread["messages"][-1]["content"] == "Deleted notes.txt."
+        assert not (tmp_path / "sandbox" / "notes.txt").exists()
+        assert calls_in(srv, "delete_file") == 1
+    finally:
+        for srv in started:
+            srv.stop()
+
+
+async def wait_thread_idle(c: Any, thread: str) -> dict[str, Any]:
+    async def idle() -> dict[str, Any] | None:
+        value: dict[str, Any] = (await c.get(f"/threads/{thread}")).json()
+        return value if value["status"] == "idle" and not value["interrupts"] else None
+
+    found: dict[str, Any] = await wait_for(idle)
+    return found
