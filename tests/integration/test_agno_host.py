@@ -1,7 +1,8 @@
 """What only the Agno host has, driven by the real ``agno`` package through a real
 ``outlast serve``: Agno's own session (its ``session_state``) kept in the thread, so a
 new process continues it, one thread's never another's, even at once; the model's
-reasoning streamed and kept out of the next request; a continuation of a confirmed
+reasoning streamed and kept out of the next request; a client's own (front-end) tool
+left for it and its answer taken; a continuation of a confirmed
 call cut off by SIGKILL, mid-reply or while the confirmed tool runs; and a served
 object that is not an Agno agent refused with a clear error."""
 
@@ -104,6 +105,38 @@ async def test_the_models_reasoning_streams_and_stays_out_of_the_next_request(
         ("user", "and?"), ("assistant", "More.")]
     # The reasoning is the thread's, not the next request's.
     assert "Norway" not in json.dumps(model.requests[-1]["messages"])
+
+
+async def test_a_clients_own_tool_is_left_for_the_client_then_answered(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Any) -> None:
+    """An AG-UI front-end tool, as Agno's own AGUI interface takes it (an external tool):
+    the run ends with the call pending; the client's result, sent with the next run,
+    goes to the model."""
+    srv = _serve(server_factory, model, tmp_path / "tools.log", tmp_path / "data",
+                 HOSTS["agno"].target)
+    pick = {"name": "pick_color", "description": "Ask the person for a color",
+            "parameters": {"type": "object", "properties": {}}}
+    model.replies = [Reply(text="Asking.", calls=[Call("pick_color", {}, id="f-1")])]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", "/agents/agno",
+                                  json={**body("fe-t", "fe-1", "pick"), "tools": [pick]})
+        finished = frames[-1].event
+        assert finished["type"] == "RUN_FINISHED", finished
+        assert finished["outcome"]["pendingToolCallIds"] == ["f-1"], finished
+        assert "pick_color" in {t["function"]["name"] for t in model.requests[0]["tools"]}
+        assert_valid([f.event for f in frames], FEATURES)
+        held = (await c.get("/threads/fe-t")).json()["messages"]
+        model.replies = [Reply(text="Blue it is.")]
+        _, frames = await collect(c, "POST", "/agents/agno", json={
+            **body("fe-t", "fe-2", "unused"), "tools": [pick], "messages": [
+                *held, {"id": "fe-r", "role": "tool", "toolCallId": "f-1", "content": "blue"}]})
+        assert frames[-1].event["type"] == "RUN_FINISHED", frames[-1].event
+        thread = (await c.get("/threads/fe-t")).json()
+    assert [m["role"] for m in thread["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert thread["messages"][-1]["content"] == "Blue it is."
+    assert model.requests[-1]["messages"][-1] == {
+        "role": "tool", "tool_call_id": HOSTS["agno"].sent_call_id("f-1"), "content": "blue"}
+    assert executed(tmp_path / "tools.log") == []
 
 
 async def test_one_served_agent_runs_two_threads_at_once(

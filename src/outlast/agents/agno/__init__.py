@@ -49,7 +49,9 @@ try:
     from agno.db.base import SessionType
     from agno.db.in_memory import InMemoryDb
     from agno.models.message import Message
+    from agno.run.base import RunContext as RunContext_
     from agno.session.agent import AgentSession
+    from agno.tools.function import Function
 except ImportError:  # pragma: no cover - exercised only without the extra
     AgnoAgent = None  # type: ignore[assignment, misc]
 
@@ -170,15 +172,18 @@ class AgnoHost(Agent):
             # does one whose paused run the thread's session does not hold.
             settled = int(saved.get("settled") or 0) if crashed else None
             history = await self._history(ctx, agent, settled, answers)
-            # The thread's AG-UI state goes in as the run's session_state, as Agno's own
-            # AGUI interface passes it (it takes precedence over the stored one).
+            # As Agno's own AGUI interface runs it: the thread's AG-UI state as the run's
+            # session_state (over the stored one), the client's tools as external ones.
             shared = dict(ctx.state) if isinstance(ctx.state, dict) and ctx.state else None
-            stream = agent.arun(history, stream=True, stream_events=True, session_state=shared,
+            context = RunContext_(run_id=ctx.run_id, session_id=ctx.thread_id,
+                                  session_state=shared, client_tools=_client_tools(ctx) or None)
+            stream = agent.arun(history, stream=True, stream_events=True, run_context=context,
                                 session_id=ctx.thread_id, run_id=ctx.run_id)
         async for event in stream:
             await relay.send(event)
         await relay.close()
         await relay.share()
+        store.db.delete_runs(relay.dropped)
         store.save()
         if relay.interrupts:
             await ctx.interrupt(*relay.interrupts)
@@ -262,6 +267,14 @@ class AgnoHost(Agent):
         # Agno's paused run is over: it is not kept.
         agent.db.delete_runs([str((a.interrupt.get("metadata") or {}).get("runId"))
                               for a in answers])
+
+
+def _client_tools(ctx: RunContext) -> list[Any]:
+    """The tools the client runs itself (AG-UI front-end tools) as Agno's external ones:
+    the model may call them, and the run ends with the call for the client to answer."""
+    return [Function(name=t.name, description=t.description, external_execution=True,
+                     parameters=t.parameters or {"type": "object", "properties": {}},
+                     external_execution_silent=True) for t in ctx.input.tools or ()]
 
 
 def _rejection(answer: Resolution) -> str | None:

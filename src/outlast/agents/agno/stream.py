@@ -101,6 +101,7 @@ class Relay:
         self.failures: list[AgentError] = []  # the journal's, inside Agno's run
         self.result: Any = None
         self.session_state: Any = None  # Agno's, as the run ended
+        self.dropped: list[str] = []  # Agno runs paused only for the client's tools
 
     async def send(self, event: Any) -> None:
         kind = getattr(event, "event", None)
@@ -128,6 +129,8 @@ class Relay:
             await self.close()
             for req in getattr(event, "active_requirements", None) or ():
                 await self._pause(event, req)
+            if not self.interrupts:  # only the client's tools: the thread goes on, not it
+                self.dropped.append(str(getattr(event, "run_id", "")))
         elif kind == "RunError":
             if self.failures:
                 raise self.failures[0]
@@ -195,6 +198,9 @@ class Relay:
 
     async def _pause(self, event: Any, req: Any) -> None:
         tool = req.tool_execution
+        if tool is not None and req.needs_external_execution:
+            await self._call(tool)  # a client's tool: the client answers it (AG-UI)
+            return
         if tool is None or not req.needs_confirmation:
             raise AgentError("the Agno run paused for input this host does not take (only "
                              "tool confirmations)", code="agno_unsupported_pause")
