@@ -21,8 +21,9 @@ Outlast adds what Agno's own ``AGUI`` interface cannot keep:
   model, calls left without a result run through the journal, and a call in doubt is
   asked about first;
 - every model request's tokens are counted for the run's final event (AG-UI 1.0);
-- the thread's AG-UI state is the run's ``session_state``, and what it leaves comes
-  back as the thread's state, as in Agno's own ``AGUI`` interface;
+- as in Agno's own ``AGUI`` interface, the thread's AG-UI state is the run's
+  ``session_state`` (what it leaves comes back as the thread's state), and a client's
+  front-end tools are Agno external tools, their calls left for the client;
 - Agno's telemetry is turned off for every run.
 
 ``stream`` turns the run's events into AG-UI events and journals its tools.
