@@ -386,3 +386,33 @@ def test_a_tool_cut_off_by_a_crash_is_answered_on_its_card(
     assert stored["interrupts"] == []
     assert sum(effect_counts(server).values()) == 1, "the tool ran once, when told"
     _assert_matches_store(page, server.url, thread_id)
+
+
+def test_the_inspector_counts_seqs_as_they_arrive_and_names_a_hydration(
+    context: Any, module_server: ServerProcess
+) -> None:
+    from playwright.sync_api import expect
+
+    _with_knobs(context, SLOW)
+    page = context.new_page()
+    page.goto(module_server.url + "/")
+    thread_id = _send(page, "count as you go")
+    _wait_for_text(page)
+    shown = "() => document.querySelector('[data-testid=last-seq]').textContent"
+    page.wait_for_function(f"() => /^[0-9]+$/.test(({shown})())", timeout=WAIT_MS)
+    first = int(page.get_by_test_id("last-seq").text_content() or "")
+    page.wait_for_function(f"n => Number(({shown})()) > n", arg=first, timeout=WAIT_MS)
+    expect(page.get_by_test_id("run-status")).to_have_text("succeeded", timeout=WAIT_MS)
+    runs = httpx.get(f"{module_server.url}/threads/{thread_id}/runs", timeout=10).json()["runs"]
+    expect(page.get_by_test_id("last-seq")).to_have_text(str(runs[0]["lastSeq"]))
+
+    # Reopened after the run: the hydration's frames say what they are, and carry no
+    # run id of their own (the one they hold names no run).
+    page.reload()
+    hydration = page.get_by_test_id("hydration")
+    expect(hydration.first).to_have_text("hydration: the thread as stored (no run of its own)",
+                                         timeout=WAIT_MS)
+    assert "not an event of a run" in (hydration.first.get_attribute("title") or "")
+    started = page.locator("[data-testid=event-row][data-seq='']", has_text="RUN_STARTED")
+    expect(started).to_have_count(1, timeout=WAIT_MS)
+    assert runs[0]["runId"][:8] not in (started.text_content() or "")

@@ -61,6 +61,8 @@ class App {
   answers = new Map<string, Answer>();
   runStatus = "idle";
   runId: string | undefined;
+  /** The seq of the last run event shown (the stream's own, as events arrive). */
+  lastSeq: number | undefined;
   /** A runAgent/connectAgent pipeline is streaming. */
   following = false;
   stopping = false;
@@ -288,6 +290,7 @@ class App {
 
   private newTimeline(): void {
     this.timeline = [];
+    this.lastSeq = undefined;
     this.inspectedRunId = undefined;
     replace(el.timeline);
   }
@@ -298,6 +301,7 @@ class App {
     if (this.timeline.length > TIMELINE_LIMIT) this.timeline.shift();
     if (this.inspectedRunId === undefined) appendTimeline(el.timeline, entry);
     if (frame.seq === undefined) return; // synthesized by the server, not a run event
+    this.lastSeq = frame.seq;
     if (frame.runId) this.runId = frame.runId;
     const e = frame.event as { type: string; outcome?: { type?: string }; code?: string };
     switch (e.type) {
@@ -514,7 +518,8 @@ class App {
         el.runInfo,
         h("dl", {}, h("dt", {}, "run"), h("dd", { class: "mono" }, this.runId ?? "—"),
           h("dt", {}, "status"), h("dd", {}, this.runStatus),
-          h("dt", {}, "last seq"), h("dd", { "data-testid": "last-seq" }, String(this.connection.lastSeq ?? "—")),
+          h("dt", {}, "last seq"),
+          h("dd", { "data-testid": "last-seq" }, String(this.lastSeq ?? this.connection.lastSeq ?? "—")),
           h("dt", {}, "stream"), h("dd", {}, this.following ? this.connection.status : "closed")),
       );
     }

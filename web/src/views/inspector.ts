@@ -47,7 +47,7 @@ export function renderTimeline(
       { class: `event ${e.seq === undefined ? "synthetic" : ""}`, "data-testid": "event-row", "data-seq": e.seq ?? "" },
       h("span", { class: "seq" }, e.seq ?? "·"),
       h("span", { class: "type" }, e.event.type),
-      h("span", { class: "summary" }, summary(e.event)),
+      summaryCell(e),
     ),
   );
   replace(container, dropped > 0 ? h("li", { class: "muted" }, `… ${dropped} earlier events`) : null, rows);
@@ -60,12 +60,31 @@ export function appendTimeline(container: HTMLElement, entry: TimelineEntry): vo
     { class: `event ${entry.seq === undefined ? "synthetic" : ""}`, "data-testid": "event-row", "data-seq": entry.seq ?? "" },
     h("span", { class: "seq" }, entry.seq ?? "·"),
     h("span", { class: "type" }, entry.event.type),
-    h("span", { class: "summary" }, summary(entry.event)),
+    summaryCell(entry),
   );
   const following = container.scrollHeight - container.scrollTop - container.clientHeight < 40;
   container.append(row);
   while (container.children.length > TIMELINE_LIMIT) container.firstElementChild?.remove();
   if (following) container.scrollTop = container.scrollHeight;
+}
+
+// A hydration (no seq: the server synthesizes it) frames the thread's snapshot in
+// RUN_STARTED / RUN_FINISHED. With no run going, their runId is the hydration
+// request's own, which names no run: shown here, it would read as a run of the thread.
+const HYDRATION: Record<string, string> = {
+  RUN_STARTED: "hydration: the thread as stored (no run of its own)",
+  RUN_FINISHED: "hydration: end of the stored thread",
+};
+const HYDRATION_WHY =
+  "Synthesized when the page loaded the thread, not an event of a run: its runId is the " +
+  "active run's when one is going, else the id of the loading request, which runs nothing.";
+
+function summaryCell(entry: TimelineEntry): HTMLElement {
+  const hydration = entry.seq === undefined ? HYDRATION[entry.event.type] : undefined;
+  if (hydration !== undefined) {
+    return h("span", { class: "summary", title: HYDRATION_WHY, "data-testid": "hydration" }, hydration);
+  }
+  return h("span", { class: "summary" }, summary(entry.event));
 }
 
 function summary(event: BaseEvent): string {

@@ -589,7 +589,7 @@ function renderTimeline(container, entries, dropped) {
       { class: `event ${e.seq === void 0 ? "synthetic" : ""}`, "data-testid": "event-row", "data-seq": e.seq ?? "" },
       h("span", { class: "seq" }, e.seq ?? "\xB7"),
       h("span", { class: "type" }, e.event.type),
-      h("span", { class: "summary" }, summary(e.event))
+      summaryCell(e)
     )
   );
   replace(container, dropped > 0 ? h("li", { class: "muted" }, `\u2026 ${dropped} earlier events`) : null, rows);
@@ -600,12 +600,24 @@ function appendTimeline(container, entry) {
     { class: `event ${entry.seq === void 0 ? "synthetic" : ""}`, "data-testid": "event-row", "data-seq": entry.seq ?? "" },
     h("span", { class: "seq" }, entry.seq ?? "\xB7"),
     h("span", { class: "type" }, entry.event.type),
-    h("span", { class: "summary" }, summary(entry.event))
+    summaryCell(entry)
   );
   const following = container.scrollHeight - container.scrollTop - container.clientHeight < 40;
   container.append(row);
   while (container.children.length > TIMELINE_LIMIT) container.firstElementChild?.remove();
   if (following) container.scrollTop = container.scrollHeight;
+}
+var HYDRATION = {
+  RUN_STARTED: "hydration: the thread as stored (no run of its own)",
+  RUN_FINISHED: "hydration: end of the stored thread"
+};
+var HYDRATION_WHY = "Synthesized when the page loaded the thread, not an event of a run: its runId is the active run's when one is going, else the id of the loading request, which runs nothing.";
+function summaryCell(entry) {
+  const hydration = entry.seq === void 0 ? HYDRATION[entry.event.type] : void 0;
+  if (hydration !== void 0) {
+    return h("span", { class: "summary", title: HYDRATION_WHY, "data-testid": "hydration" }, hydration);
+  }
+  return h("span", { class: "summary" }, summary(entry.event));
 }
 function summary(event) {
   const e = event;
@@ -902,6 +914,8 @@ var App = class {
   answers = /* @__PURE__ */ new Map();
   runStatus = "idle";
   runId;
+  /** The seq of the last run event shown (the stream's own, as events arrive). */
+  lastSeq;
   /** A runAgent/connectAgent pipeline is streaming. */
   following = false;
   stopping = false;
@@ -1110,6 +1124,7 @@ var App = class {
   }
   newTimeline() {
     this.timeline = [];
+    this.lastSeq = void 0;
     this.inspectedRunId = void 0;
     replace(el.timeline);
   }
@@ -1119,6 +1134,7 @@ var App = class {
     if (this.timeline.length > TIMELINE_LIMIT) this.timeline.shift();
     if (this.inspectedRunId === void 0) appendTimeline(el.timeline, entry);
     if (frame.seq === void 0) return;
+    this.lastSeq = frame.seq;
     if (frame.runId) this.runId = frame.runId;
     const e = frame.event;
     switch (e.type) {
@@ -1309,7 +1325,7 @@ var App = class {
           h("dt", {}, "status"),
           h("dd", {}, this.runStatus),
           h("dt", {}, "last seq"),
-          h("dd", { "data-testid": "last-seq" }, String(this.connection.lastSeq ?? "\u2014")),
+          h("dd", { "data-testid": "last-seq" }, String(this.lastSeq ?? this.connection.lastSeq ?? "\u2014")),
           h("dt", {}, "stream"),
           h("dd", {}, this.following ? this.connection.status : "closed")
         )
