@@ -148,13 +148,16 @@ class AgnoHost(Agent):
     def _copy(self, ctx: RunContext, store: _Store, failures: list[AgentError]) -> Any:
         """This run's agent: Agno keeps a run's state on its agent and model objects, so
         each run gets its own, with the thread's db and its tools journaled."""
-        model = copy.copy(self.agent.model)
-        if model is None:
-            raise AgentError("the Agno agent has no model", code="agent_misconfigured")
-        model.arun_function_call = journaled(ctx, model.arun_function_call, failures)
-        return self.agent.deep_copy(update={
-            "model": model, "db": store.db, "telemetry": False,
+        agent = self.agent.deep_copy(update={
+            "model": copy.copy(self.agent.model), "db": store.db, "telemetry": False,
             "add_history_to_context": False})
+        if agent.model is None:  # Agno's default model, as its own run would pick
+            from agno.agent._init import set_default_model
+
+            set_default_model(agent)
+        agent.model.arun_function_call = journaled(ctx, agent.model.arun_function_call,
+                                                   failures)
+        return agent
 
     async def run(self, ctx: RunContext) -> Any:
         _require()
