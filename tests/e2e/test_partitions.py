@@ -437,3 +437,38 @@ async def test_a_client_of_the_cut_off_process_ends_and_reattaches_elsewhere(
         await creator.close()
         if watcher is not None:
             await watcher.close()
+
+
+@pytest.mark.parametrize(("at", "lasting"), [(0.3, 1.0), (1.5, 6.0), (3.0, 2.5), (4.5, 9.0)],
+                         ids=["blip-early", "long-mid", "under-ttl", "long-late"])
+async def test_a_cut_at_any_moment_for_any_while_keeps_every_invariant(
+        service: Service, at: float, lasting: float) -> None:
+    """Cut A off at some moment of a run for some while, shorter or longer than the
+    lease: whether A carries on or B takes over, every effect happens once, the log is
+    one sequence, and both processes serve the same end."""
+    svc = service
+    body = demo_input(uid("th"), uid("run"), steps=3, step_delay_ms=1200,
+                      tokens_per_message=15, token_delay_ms=20)
+    run_id = body["runId"]
+    client = Reader().start(svc.ca, "POST", "/agents/demo", json=body)
+    try:
+        await wait_for(lambda: _at_least(svc.cb, run_id, 1), timeout=60, interval=0.02)
+        await asyncio.sleep(at)
+        svc.cut()
+        await asyncio.sleep(lasting)
+        healed = svc.heal()
+        record = await final_on(svc.cb, run_id, 120)
+        assert record["status"] == "succeeded"
+        await client.ended(60)
+        assert client.ids == list(range(1, len(client.ids) + 1))
+        expected = await whole_log(svc.cb, run_id)
+        assert_one_sequence(expected, record["lastSeq"])
+        resumed = [f.event for f in expected if f.event.get("name") == "outlast.resumed"]
+        assert len(resumed) == record["attempts"] - 1
+        assert svc.effects(run_id) == Counter({1: 1, 2: 1, 3: 1})
+        await assert_a_serves_the_truth(svc, run_id, healed, expected)
+        if record["attempts"] > 1:
+            await assert_said_once(svc, run_id)
+        assert_no_tracebacks(svc)
+    finally:
+        await client.close()

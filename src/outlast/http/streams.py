@@ -12,7 +12,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from outlast.engine.leases import takeover_after
@@ -142,15 +143,16 @@ class RunStream:
         async with self.engine.watch(self.run) as feed:
             yield retry_preamble()
             try:
-                async for f in self._frames(feed, after, follow, synthesize_start):
-                    yield f
+                async with aclosing(self._frames(feed, after, follow, synthesize_start)) as fs:
+                    async for f in fs:
+                        yield f
             except _StoreGone:
                 log.warning("run %s: a stream ended: the store did not answer for %.0f s "
                             "(its client resumes with Last-Event-ID)", self.run.id,
                             self.patience)
 
     async def _frames(self, feed: RunFeed, after: int, follow: bool,
-                      synthesize_start: bool | None) -> AsyncIterator[str]:
+                      synthesize_start: bool | None) -> AsyncGenerator[str, None]:
         engine = self.engine
         # A final run changes no more (a compaction since the request was read ends
         # this stream early; a retry gets the 410): only a live one is read again,
