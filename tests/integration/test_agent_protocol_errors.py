@@ -5,7 +5,6 @@ is stored, the stored log folds in the stock ``@ag-ui/client``, and the thread s
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,6 @@ from tests.support.inprocess import InProcess, in_process_server
 from tests.support.runs import uid, wait_final
 from tests.support.scripted_agent import ScriptedAgent
 from tests.support.server import collect, demo_input
-
 
 # One server for the module (each test uses its own thread): starting one per case was
 # most of the module's time.
