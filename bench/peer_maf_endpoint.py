@@ -11,6 +11,8 @@ interpreter that has ``agent-framework-ag-ui`` and ``agent-framework-openai``
 
 from __future__ import annotations
 
+import os
+
 from bench.host_agents import maf_agent
 from bench.model_server import serve
 
@@ -20,7 +22,10 @@ def main() -> None:
     from fastapi import FastAPI
 
     app = FastAPI()
-    add_agent_framework_fastapi_endpoint(app, maf_agent(), "/", single_user=True)
+    # bench.conformance_peers measures it both ways: as it comes, and detached.
+    detached = os.environ.get("OUTLAST_BENCH_MAF_DETACHED") == "1"
+    add_agent_framework_fastapi_endpoint(app, maf_agent(), "/", single_user=True,
+                                         detached_runs=detached)
     serve(app)
 
 

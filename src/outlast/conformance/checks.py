@@ -111,8 +111,8 @@ async def survives_disconnect(s: Session) -> Result:
     done, tried = await s.wait_thread(thread, completed(s, body["messages"][0]["id"], run),
                                       dropped + 3 * s.run_seconds + 10)
     if not done:
-        return fail(check, "the client dropped after 3 events and no client ever saw the "
-                    "run complete: " + why_incomplete(s, tried[-1], body["messages"][0]["id"]),
+        return fail(check, "dropped after 3 events; no client ever saw the run "
+                    "complete: " + why_incomplete(s, tried[-1], body["messages"][0]["id"]),
                     first, *tried)
     return passed(check, f"dropped after 3 events; the run's final message was visible "
                   f"{time.monotonic() - dropped:.1f} s later", first, tried[-1])

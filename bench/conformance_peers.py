@@ -1,0 +1,192 @@
+"""``outlast check`` against outlast's peers, side by side: each peer's own AG-UI
+endpoint, and outlast hosting the same agent, measured against resumable AG-UI
+(docs/resumable-ag-ui.md).
+
+Each peer is installed in its own virtualenv under a cache directory (``--cache``,
+default ``~/.cache/outlast/conformance-peers``; made once, reused) and serves the
+same small agent (``bench.host_agents``: answer, no tools) on one paced
+OpenAI-compatible model (``bench.model_server``: every answer takes about 2 s, so a
+run can be dropped, reattached and cancelled mid-way):
+
+- Pydantic AI's own AG-UI app (``AGUIAdapter``, ``bench.peer_pydantic_ai``);
+- LangGraph through ``ag-ui-langgraph`` (``bench.peer_ag_ui_langgraph``);
+- Microsoft Agent Framework's ``agent-framework-ag-ui`` endpoint, as it comes and with
+  ``detached_runs`` (``bench.peer_maf_endpoint``);
+- Google ADK through ``ag-ui-adk`` (``bench.peer_adk``);
+- outlast hosting each of the same agents (``outlast serve --agent``), from this
+  interpreter.
+
+Each gets ``outlast check URL --prompt ... --forwarded-props '{}'``, every check but
+``interrupt-durable`` (the small agent asks for no approval); the table says, per
+check, pass or fail, and how each failure showed.
+
+    python -m bench.conformance_peers [--cache DIR] [--only NAME] [--reports DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT, Server
+
+CHECKS = ["valid", "survives-disconnect", "progress-visible", "reattach", "retry-attaches",
+          "busy-thread", "cancel"]
+PROMPT = "Tell me about durable agent runs."
+
+
+@dataclass
+class Peer:
+    """One server under test: where it runs and what it serves."""
+
+    name: str
+    argv: list[str]  # after the interpreter
+    venv: str | None = None  # a virtualenv of the cache, or None: this interpreter
+    packages: str = ""
+    version_of: str = ""  # the distribution whose version the table shows
+    env: dict[str, str] = field(default_factory=dict)
+    path: str = "/"  # the AG-UI endpoint's path on the server
+
+
+PEERS = [
+    Peer("Pydantic AI AG-UI app", ["-m", "bench.peer_pydantic_ai"], "pydantic-ai",
+         "pydantic-ai-slim[openai,ag-ui] uvicorn starlette httpx", "pydantic-ai-slim"),
+    Peer("LangGraph + ag-ui-langgraph", ["-m", "bench.peer_ag_ui_langgraph"], "langgraph",
+         "ag-ui-langgraph langchain-openai langgraph uvicorn fastapi httpx",
+         "ag-ui-langgraph"),
+    Peer("agent-framework-ag-ui", ["-m", "bench.peer_maf_endpoint"], "maf",
+         "agent-framework-ag-ui agent-framework-openai uvicorn httpx",
+         "agent-framework-ag-ui"),
+    Peer("agent-framework-ag-ui, detached_runs", ["-m", "bench.peer_maf_endpoint"], "maf",
+         "agent-framework-ag-ui agent-framework-openai uvicorn httpx",
+         "agent-framework-ag-ui", {"OUTLAST_BENCH_MAF_DETACHED": "1"}),
+    Peer("Google ADK + ag-ui-adk", ["-m", "bench.peer_adk"], "adk",
+         "ag-ui-adk google-adk>=2.13,<3 openai>=2.20,<4 uvicorn fastapi httpx", "ag-ui-adk"),
+    Peer("outlast + Pydantic AI agent", ["-m", "outlast.cli.main", "serve", "--port", "0",
+                                          "--agent", "host=outlast.agents.pydantic_ai:factory"],
+         env={"OUTLAST_PYDANTIC_AI_AGENT": "bench.host_agents:pydantic_agent"},
+         version_of="outlast", path="/agents/host"),
+    Peer("outlast + LangGraph graph", ["-m", "outlast.cli.main", "serve", "--port", "0",
+                                        "--agent", "host=outlast.agents.langgraph:factory"],
+         env={"OUTLAST_LANGGRAPH_GRAPH": "bench.host_agents:langgraph_graph"},
+         version_of="outlast", path="/agents/host"),
+    Peer("outlast + Google ADK agent", ["-m", "outlast.cli.main", "serve", "--port", "0",
+                                         "--agent", "host=outlast.agents.adk:factory"],
+         env={"OUTLAST_ADK_AGENT": "bench.host_agents:adk_agent"},
+         version_of="outlast", path="/agents/host"),
+    Peer("outlast + MAF agent", ["-m", "outlast.cli.main", "serve", "--port", "0",
+                                  "--agent", "host=outlast.agents.maf:factory"],
+         env={"OUTLAST_MAF_AGENT": "bench.host_agents:maf_agent"},
+         version_of="outlast", path="/agents/host"),
+]
+
+
+def python_of(peer: Peer, cache: Path) -> str:
+    """The peer's interpreter, its virtualenv made and filled the first time."""
+    if peer.venv is None:
+        return sys.executable
+    venv = cache / peer.venv
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    if not marker.exists() or marker.read_text() != peer.packages:
+        print(f"installing {peer.packages} in {venv} ...", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *peer.packages.split()],
+                       check=True)
+        marker.write_text(peer.packages)
+    return str(python)
+
+
+def version(python: str, dist: str) -> str:
+    out = subprocess.run([python, "-c", "import importlib.metadata as m, sys; "
+                          "print(m.version(sys.argv[1]))", dist],
+                         capture_output=True, text=True, check=False)
+    return out.stdout.strip() or "?"
+
+
+def check(url: str) -> dict[str, Any]:
+    args = [sys.executable, "-m", "outlast.cli.main", "check", url, "--prompt", PROMPT,
+            "--forwarded-props", "{}", "--json"]
+    for c in CHECKS:
+        args += ["--check", c]
+    out = subprocess.run(args, capture_output=True, text=True, check=False, cwd=ROOT,
+                         timeout=600)
+    try:
+        report: dict[str, Any] = json.loads(out.stdout)
+    except ValueError:
+        return {"error": (out.stdout + out.stderr)[-500:]}
+    return report
+
+
+def short(detail: str) -> str:
+    """A failure's detail in a table cell: without the server's origin or the checker's
+    ids, cut at 150 characters."""
+    detail = re.sub(r"https?://[^/\s]+", "", detail).replace("|", "/")
+    detail = re.sub(r"'?chk-[\w-]+'?", "…", detail)
+    return detail if len(detail) <= 150 else detail[:150].rsplit(" ", 1)[0] + " …"
+
+
+def row(peer: Peer, ver: str, report: dict[str, Any]) -> str:
+    if "error" in report:
+        return f"| {peer.name} | {ver} | " + " | ".join("—" for _ in CHECKS) + \
+            f" | the checker failed: {report['error'][:120]} |"
+    got = {c["id"]: c for c in report["checks"]}
+    marks = [{"pass": "pass", "fail": "**fail**", "skip": "skip"}[got[c]["status"]]
+             for c in CHECKS]
+    how = "; ".join(f"{c}: {short(got[c]['detail'])}" for c in CHECKS
+                    if got[c]["status"] == "fail")
+    return f"| {peer.name} | {ver} | " + " | ".join(marks) + f" | {how or '—'} |"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cache", type=Path,
+                   default=Path.home() / ".cache" / "outlast" / "conformance-peers")
+    p.add_argument("--only", action="append", help="only the peers whose name has this")
+    p.add_argument("--reports", type=Path, help="write each peer's --json report here")
+    ns = p.parse_args()
+    ns.cache.mkdir(parents=True, exist_ok=True)
+    peers = [x for x in PEERS if not ns.only or any(o in x.name for o in ns.only)]
+    rows = []
+    with Server([sys.executable, "-m", "bench.model_server", "--rate", "40",
+                 "--tokens", "80"]) as model:
+        for peer in peers:
+            try:
+                python = python_of(peer, ns.cache)
+            except subprocess.CalledProcessError as exc:
+                rows.append(f"| {peer.name} | — | not installed: {exc} |")
+                continue
+            ver = version(python, peer.version_of)
+            env = {"OUTLAST_OPENAI_BASE_URL": model.url, **peer.env}
+            data = ns.cache / "data" / peer.name.replace(" ", "-").replace(",", "")
+            argv = [python, *peer.argv] + (["--data-dir", str(data)]
+                                           if "serve" in peer.argv else [])
+            os.environ.update(env)
+            try:
+                with Server(argv, env=env) as server:
+                    report = check(server.url + peer.path)
+            except RuntimeError as exc:
+                report = {"error": str(exc)}
+            for key in env:
+                os.environ.pop(key, None)
+            if ns.reports is not None:
+                ns.reports.mkdir(parents=True, exist_ok=True)
+                name = "".join(c if c.isalnum() else "-" for c in peer.name)
+                (ns.reports / f"{name}.json").write_text(json.dumps(report, indent=1))
+            rows.append(row(peer, ver, report))
+            print(rows[-1], file=sys.stderr, flush=True)
+    print("| server | version | " + " | ".join(CHECKS) + " | how failures showed |")
+    print("|---|---|" + "---|" * len(CHECKS) + "---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
