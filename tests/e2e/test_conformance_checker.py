@@ -117,6 +117,16 @@ def test_a_server_that_runs_the_agent_in_the_request_fails_each_durability_check
                                          for e in c["evidence"]), c
 
 
+def test_an_invalid_stream_fails_valid_naming_the_rule(nondurable: tuple[str, Path]) -> None:
+    url, _ = nondurable
+    code, report, _ = run_check(doc_command("outlast"), url, "--check", "valid",
+                                "--forwarded-props", '{"broken": true}')
+    assert code == 1
+    [valid] = report["checks"]
+    assert valid["status"] == "fail", valid
+    assert "AGUI" in valid["detail"] and valid["evidence"][0]["findings"], valid
+
+
 def test_outlast_that_cancels_on_disconnect_fails_survives_disconnect(
         server_factory: Any) -> None:
     srv: ServerProcess = server_factory("--on-disconnect", "cancel")

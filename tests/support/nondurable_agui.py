@@ -5,7 +5,8 @@ evidence (tests/e2e/test_conformance_checker.py).
 
 Run: ``python -m tests.support.nondurable_agui --port P``; prints ``serving on URL``.
 It reads the demo agent's knobs (``forwardedProps.demo``: steps, step_delay_ms,
-tokens_per_message, token_delay_ms, approve_at), so the checker's defaults drive both.
+tokens_per_message, token_delay_ms, approve_at), so the checker's defaults drive both;
+``forwardedProps.broken: true`` makes its stream invalid AG-UI.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ async def agent(body: dict[str, Any]) -> AsyncIterator[str]:
     delay = int(knobs.get("token_delay_ms", 30)) / 1000
     approve_at = knobs.get("approve_at") or []
     yield sse({"type": "RUN_STARTED", "threadId": thread, "runId": run})
+    if isinstance(props, dict) and props.get("broken"):
+        # Not AG-UI: content for a message that was never started.
+        yield sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "never-started",
+                   "delta": "orphan"})
     if body.get("resume"):
         for entry in body["resume"]:
             yield sse({"type": "TOOL_CALL_RESULT", "messageId": f"res-{uuid.uuid4().hex[:8]}",
