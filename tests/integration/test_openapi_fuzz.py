@@ -17,6 +17,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +30,15 @@ from schemathesis.config import SchemathesisConfig
 
 from tests.support.agents import AGENT_ENV, REPO_ROOT
 from tests.support.fuzz_agents import FUZZ_AGENT
-from tests.support.fuzz_stateful import run_stateful
+from tests.support.fuzz_stateful import Coverage, run_stateful
 from tests.support.server import ServerProcess
 
 SEED = 20240611
 TOKEN = "tok-fuzz"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-SCENARIOS, STEPS = 60, 8  # stateful: about 10 s on 2 cores
+# Stateful: rounds of 40 scenarios until a run was created, answered, cancelled and
+# forked through the links (about 10 s on 2 cores), 400 at most.
+SCENARIOS, STEPS, MOST_SCENARIOS = 40, 8, 400
 OPERATIONS = [
     ("GET", "/agents"),
     ("POST", "/agents/{agent}"),
@@ -170,22 +173,34 @@ def test_schemathesis_runs_every_check_and_finds_nothing(target: Target) -> None
     schema = schemathesis.openapi.from_url(
         f"{url}/openapi.json", config=SchemathesisConfig.from_str(STATEFUL_CONFIG),
         headers=AUTH)
-    coverage = run_stateful(schema, url, AUTH, "fuzz", scenarios=SCENARIOS, steps=STEPS)
+    def reached(c: Coverage) -> bool:
+        """A run created, an answer given, a working run cancelled, a thread forked."""
+        return bool(c.cancelled and c.steps.get(("POST /agents/{agent}", 200))
+                    and c.steps.get(("POST /threads/{thread_id}/resume", 200))
+                    and c.steps.get(("POST /threads/{thread_id}/fork", 201)))
+
+    coverage = run_stateful(schema, url, AUTH, "fuzz", scenarios=SCENARIOS, steps=STEPS,
+                            until=reached, most=MOST_SCENARIOS)
     assert not coverage.failures, "\n\n".join(coverage.failures[:5])
-    assert coverage.scenarios > SCENARIOS // 4
+    assert reached(coverage), (coverage.scenarios, coverage.cancelled, coverage.steps)
     assert len(coverage.links) > 5, coverage.links
-    steps = coverage.steps
-    assert steps.get(("POST /agents/{agent}", 200), 0) > 0, steps  # runs created
-    assert steps.get(("POST /threads/{thread_id}/resume", 200), 0) > 0, steps
-    assert steps.get(("POST /threads/{thread_id}/fork", 201), 0) > 0, steps
-    # What the store holds after: the same, seen from the inside.
-    db = sqlite3.connect(f"file:{target.server.data_dir / 'outlast.db'}?mode=ro", uri=True)
-    try:
-        statuses = dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"))
-        answered = db.execute("SELECT COUNT(*) FROM interrupts WHERE status != 'pending'")
-        forks = db.execute("SELECT COUNT(*) FROM threads WHERE forked_from IS NOT NULL")
-        assert statuses.get("cancelled", 0) > 0, statuses  # cancelled while working
-        assert answered.fetchone()[0] > 0  # resumed
-        assert forks.fetchone()[0] > 0
-    finally:
-        db.close()
+    # What the store holds after: the same, seen from the inside (a cancel answered 202
+    # ends its run a moment later).
+    deadline = time.monotonic() + 30
+    while True:
+        db = sqlite3.connect(f"file:{target.server.data_dir / 'outlast.db'}?mode=ro",
+                             uri=True)
+        try:
+            statuses = dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"))
+            answered = db.execute(
+                "SELECT COUNT(*) FROM interrupts WHERE status != 'pending'").fetchone()[0]
+            forks = db.execute(
+                "SELECT COUNT(*) FROM threads WHERE forked_from IS NOT NULL").fetchone()[0]
+        finally:
+            db.close()
+        if statuses.get("cancelled") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert statuses.get("cancelled", 0) > 0, statuses
+    assert sum(statuses.values()) > coverage.scenarios  # runs beyond each scenario's seed
+    assert answered > 0 and forks > 0
