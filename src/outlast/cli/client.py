@@ -88,6 +88,8 @@ def resolve_connection(ns: argparse.Namespace) -> str | None:
     else the environment); what is wrong with them, or None."""
     before = {k: getattr(ns, f"before_{k}", None) for k in ("url", "token", "json")}
     if not hasattr(ns, "url"):  # not a client command
+        if before["json"] and hasattr(ns, "json"):
+            ns.json, before["json"] = True, None  # e.g. ``outlast --json check URL``
         given = [f"--{k}" for k, v in before.items() if v]
         if not given:
             return None
