@@ -154,6 +154,7 @@ class Writer:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._closing_at = 0.0
+        self._retry = FIRST_RETRY  # seconds before the next attempt during an outage
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="outlast-writer")
@@ -265,8 +266,8 @@ class Writer:
         self._wake.set()
 
     async def _loop(self) -> None:
+        """Take what is pending, commit it, settle it; again, until stopped."""
         last_start = -COMMIT_INTERVAL
-        retry = FIRST_RETRY
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -279,81 +280,102 @@ class Writer:
                 await asyncio.sleep(due)  # what arrives meanwhile joins this commit
                 self._wake.clear()
             last_start = time.perf_counter()
-            channels = list(self._dirty.values())
-            self._dirty.clear()
-            # A commit's size is bounded so that it takes milliseconds, not a backlog's
-            # worth of time: every run gets a fair share, and what is left over goes in
-            # the next commit, right after this one (latency over batch size).
-            share = max(MIN_SHARE, COMMIT_EVENTS // len(channels))
-            writes: list[RunWrite] = []
-            waiters: list[list[asyncio.Future[None]]] = []
-            high_water = backlog_share(len(channels))
-            for ch in channels:
-                writes.append(self._take(ch, share))
-                ch.inflight = True
-                if ch.room_waiters and len(ch.events) <= high_water:
-                    self._release_room(ch)  # the agent produces again while this commits
-                if ch.pending:
-                    waiters.append([])  # flushes wait for everything queued so far
-                else:
-                    waiters.append(ch.waiters)
-                    ch.waiters = []
-            started = time.perf_counter()
-            try:
-                with TRACING.commit(writes):
-                    fenced = await self._store.write(writes)
-            except StoreUnavailable as exc:
-                if not self._closing or time.monotonic() - self._closing_at < CLOSE_GRACE:
-                    # Nothing of this commit is stored; the store said so once (the
-                    # StorageWatch). Every run keeps its writes and its lease, and the
-                    # next attempt goes as soon as the store writes again (G2, G8).
-                    for ch, w, ws in zip(channels, writes, waiters, strict=True):
-                        if ch.fenced:  # abandoned meanwhile: its lease ran out here
-                            ch.inflight = False
-                            self._settle([ws])
-                        else:
-                            self._put_back(ch, w, ws)
-                    await self._storage.wait_writable(retry)
-                    retry = min(retry * 2, MAX_RETRY)
-                    self._wake.set()
-                    continue
-                log.error("%s; %d runs stop with their writes unstored (resumed from their "
-                          "last boundary at the next start)", exc.message, len(writes))
-                self._fail(channels, waiters, exc)
-                continue
-            except Exception as exc:  # the store failed: every waiter learns it
-                log.exception("committing %d run writes failed", len(writes))
-                self._fail(channels, waiters, exc)
-                continue
-            retry = FIRST_RETRY
-            if self._on_batch is not None:
-                self._on_batch(time.perf_counter() - started)
-            committed: list[RunWrite] = []
-            for ch, w, ws in zip(channels, writes, waiters, strict=True):
-                ch.inflight = False
-                if not ch.pending:  # flushes that came during the commit: done too
-                    ws = ws + ch.waiters
-                    ch.waiters = []
-                if w.rid in fenced:
-                    # G8 fencing: another process owns this run now; write nothing more.
-                    ch.fenced = True
-                    self._release_room(ch)
-                    if ch.on_fenced is not None:
-                        ch.on_fenced()
-                else:
-                    if w.events:
-                        ch.committed_seq = w.events[-1].seq
-                    # G2: publish only what is committed.
-                    self._hub.publish(ch.rid, w.events, ch.committed_seq, w.finish is not None)
-                    committed.append(w)
-                    if ch.committed_callbacks:
-                        self._run_committed(ch)
-                for fut in ws:
-                    if not fut.done():
-                        fut.set_result(None)
-                if ch.pending and not ch.fenced:
-                    self._mark(ch)  # the rest of its backlog: next commit
-            self._on_commit(committed)
+            channels, writes, waiters = self._take_batch()
+            fenced = await self._commit_batch(channels, writes, waiters)
+            if fenced is not None:
+                self._settle_batch(channels, writes, waiters, fenced)
+
+    def _take_batch(self) -> tuple[list[RunChannel], list[RunWrite],
+                                   list[list[asyncio.Future[None]]]]:
+        """Take every dirty channel's next write into one commit, with the flushes it
+        settles (a channel with more pending keeps its flushes for a later commit)."""
+        channels = list(self._dirty.values())
+        self._dirty.clear()
+        # A commit's size is bounded so that it takes milliseconds, not a backlog's
+        # worth of time: every run gets a fair share, and what is left over goes in
+        # the next commit, right after this one (latency over batch size).
+        share = max(MIN_SHARE, COMMIT_EVENTS // len(channels))
+        writes: list[RunWrite] = []
+        waiters: list[list[asyncio.Future[None]]] = []
+        high_water = backlog_share(len(channels))
+        for ch in channels:
+            writes.append(self._take(ch, share))
+            ch.inflight = True
+            if ch.room_waiters and len(ch.events) <= high_water:
+                self._release_room(ch)  # the agent produces again while this commits
+            if ch.pending:
+                waiters.append([])  # flushes wait for everything queued so far
+            else:
+                waiters.append(ch.waiters)
+                ch.waiters = []
+        return channels, writes, waiters
+
+    async def _commit_batch(self, channels: list[RunChannel], writes: list[RunWrite],
+                            waiters: list[list[asyncio.Future[None]]]) -> set[int] | None:
+        """Write one commit: the rids fenced off, or None when nothing of it is stored
+        (put back to try again after an outage, or failed for good)."""
+        started = time.perf_counter()
+        try:
+            with TRACING.commit(writes):
+                fenced = await self._store.write(writes)
+        except StoreUnavailable as exc:
+            if not self._closing or time.monotonic() - self._closing_at < CLOSE_GRACE:
+                # Nothing of this commit is stored; the store said so once (the
+                # StorageWatch). Every run keeps its writes and its lease, and the
+                # next attempt goes as soon as the store writes again (G2, G8).
+                for ch, w, ws in zip(channels, writes, waiters, strict=True):
+                    if ch.fenced:  # abandoned meanwhile: its lease ran out here
+                        ch.inflight = False
+                        self._settle([ws])
+                    else:
+                        self._put_back(ch, w, ws)
+                await self._storage.wait_writable(self._retry)
+                self._retry = min(self._retry * 2, MAX_RETRY)
+                self._wake.set()
+                return None
+            log.error("%s; %d runs stop with their writes unstored (resumed from their "
+                      "last boundary at the next start)", exc.message, len(writes))
+            self._fail(channels, waiters, exc)
+            return None
+        except Exception as exc:  # the store failed: every waiter learns it
+            log.exception("committing %d run writes failed", len(writes))
+            self._fail(channels, waiters, exc)
+            return None
+        self._retry = FIRST_RETRY
+        if self._on_batch is not None:
+            self._on_batch(time.perf_counter() - started)
+        return fenced
+
+    def _settle_batch(self, channels: list[RunChannel], writes: list[RunWrite],
+                      waiters: list[list[asyncio.Future[None]]], fenced: set[int]) -> None:
+        """After a commit: publish what it stored (G2), fence off the runs it did not
+        store, run the callbacks and flushes it settles, and mark what is left."""
+        committed: list[RunWrite] = []
+        for ch, w, ws in zip(channels, writes, waiters, strict=True):
+            ch.inflight = False
+            if not ch.pending:  # flushes that came during the commit: done too
+                ws = ws + ch.waiters
+                ch.waiters = []
+            if w.rid in fenced:
+                # G8 fencing: another process owns this run now; write nothing more.
+                ch.fenced = True
+                self._release_room(ch)
+                if ch.on_fenced is not None:
+                    ch.on_fenced()
+            else:
+                if w.events:
+                    ch.committed_seq = w.events[-1].seq
+                # G2: publish only what is committed.
+                self._hub.publish(ch.rid, w.events, ch.committed_seq, w.finish is not None)
+                committed.append(w)
+                if ch.committed_callbacks:
+                    self._run_committed(ch)
+            for fut in ws:
+                if not fut.done():
+                    fut.set_result(None)
+            if ch.pending and not ch.fenced:
+                self._mark(ch)  # the rest of its backlog: next commit
+        self._on_commit(committed)
 
     def abandon(self, ch: RunChannel) -> None:
         """The run's lease ran out in this process (``engine.leases``): what it has not
