@@ -56,9 +56,9 @@ def question(run_id: str, effect: ToolEffect, attempt: int) -> dict[str, Any]:
         what = f"{what}({shown})"
     item: dict[str, Any] = {
         "id": f"in-doubt-{digest}", "reason": "confirmation",
-        "message": f"{what} was running when the server stopped (attempt {attempt}); "
-                   "it may or may not have happened. Did it happen, should it run again, "
-                   "or should the run fail?",
+        "message": f"{what} was running when the server running it stopped or lost its "
+                   f"lease (attempt {attempt}); it may or may not have happened. Did it "
+                   "happen, should it run again, or should the run fail?",
         "responseSchema": RESPONSE_SCHEMA,
         "metadata": {"kind": KIND, "effect": effect.key, "tool": effect.tool,
                      "args": effect.args, "attempt": attempt, "runId": run_id},
