@@ -4,9 +4,9 @@ endpoint, and outlast hosting the same agent, measured against resumable AG-UI
 
 Each peer is installed in its own virtualenv under a cache directory (``--cache``,
 default ``~/.cache/outlast/conformance-peers``; made once, reused) and serves the
-same small agent (``bench.host_agents``: answer, no tools) on one paced
-OpenAI-compatible model (``bench.model_server``: every answer takes about 2 s, so a
-run can be dropped, reattached and cancelled mid-way):
+same small agent (``bench.host_agents``: answer, no tools) on the suite's fake
+OpenAI-compatible model (``tests.support.fake_openai``, paced: every answer takes
+about 2 s, so a run can be dropped, reattached and cancelled mid-way):
 
 - Pydantic AI's own AG-UI app (``AGUIAdapter``, ``bench.peer_pydantic_ai``);
 - LangGraph through ``ag-ui-langgraph`` (``bench.peer_ag_ui_langgraph``);
@@ -26,11 +26,15 @@ check, pass or fail, and how each failure showed.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +43,10 @@ from bench.common import ROOT, Server
 
 CHECKS = ["valid", "survives-disconnect", "progress-visible", "reattach", "retry-attaches",
           "busy-thread", "cancel"]
-PROMPT = "Tell me about durable agent runs."
+# The fake model echoes the prompt word by word: 45 words, 50 ms apart, about 2 s.
+PROMPT = " ".join(["Tell me why a run of an agent should outlive the connection that "
+                   "started it, and what a client should do when it comes back."] * 2)
+TOKEN_DELAY = 0.05
 
 
 @dataclass
@@ -86,6 +93,25 @@ PEERS = [
          env={"OUTLAST_MAF_AGENT": "bench.host_agents:maf_agent"},
          version_of="outlast", path="/agents/host"),
 ]
+
+
+@contextmanager
+def fake_model(token_delay: float) -> Iterator[str]:
+    """The suite's fake OpenAI-compatible model (``tests.support.fake_openai``), paced,
+    on a loop of its own in this process; yields its base URL."""
+    from tests.support.fake_openai import FakeOpenAI
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    fake = FakeOpenAI(token_delay=token_delay)
+    asyncio.run_coroutine_threadsafe(fake.start(), loop).result(30)
+    try:
+        yield fake.url
+    finally:
+        asyncio.run_coroutine_threadsafe(fake.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
 
 
 def python_of(peer: Peer, cache: Path) -> str:
@@ -156,8 +182,7 @@ def main() -> None:
     ns.cache.mkdir(parents=True, exist_ok=True)
     peers = [x for x in PEERS if not ns.only or any(o in x.name for o in ns.only)]
     rows = []
-    with Server([sys.executable, "-m", "bench.model_server", "--rate", "40",
-                 "--tokens", "80"]) as model:
+    with fake_model(TOKEN_DELAY) as model_url:
         for peer in peers:
             try:
                 python = python_of(peer, ns.cache)
@@ -165,7 +190,7 @@ def main() -> None:
                 rows.append(f"| {peer.name} | — | not installed: {exc} |")
                 continue
             ver = version(python, peer.version_of)
-            env = {"OUTLAST_OPENAI_BASE_URL": model.url, **peer.env}
+            env = {"OUTLAST_OPENAI_BASE_URL": model_url, **peer.env}
             data = ns.cache / "data" / peer.name.replace(" ", "-").replace(",", "")
             argv = [python, *peer.argv] + (["--data-dir", str(data)]
                                            if "serve" in peer.argv else [])
