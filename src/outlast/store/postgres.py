@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from outlast.protocol.jsonutil import dumps
 from outlast.store.base import (
     AdmitRequest,
     AdmitResult,
@@ -103,6 +104,10 @@ class _Conn:
         if rows:
             await self._con.executemany(self._q[name].sql,
                                         [self._args(name, r) for r in rows])
+
+    async def rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        # One statement whatever the rows: their JSON array, unpacked by the query.
+        return await self.column(name, rows=dumps(rows))
 
     async def script(self, sql: str) -> None:
         # No arguments: the simple protocol, which runs several statements at once.

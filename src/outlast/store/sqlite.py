@@ -31,6 +31,7 @@ from outlast.store.outage import outages, sqlite_outage
 from outlast.store.records import AdmitRequest, AdmitResult, LeaseState
 from outlast.store.sql import Query
 from outlast.store.sqlconn import Row, UniqueViolation
+from outlast.store.sqlrows import chunks
 from outlast.store.sqlstore import Body, SqlStore, T
 
 log = logging.getLogger("outlast.store.sqlite")
@@ -191,6 +192,10 @@ class _InlineConn:
         query = self._q[name]
         self._db.executemany(query.sql, _rows(query, rows))
 
+    async def rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        return [r[0] for sql, args in chunks(self._q[name].sql, rows)
+                for r in self._db.execute(sql, args).fetchall()]
+
     async def script(self, sql: str) -> None:
         raise NotImplementedError("scripts run on the aiosqlite connections (migrations)")
 
@@ -231,6 +236,10 @@ class _Conn:
     async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
         query = self._q[name]
         await self._db.executemany(query.sql, _rows(query, rows))
+
+    async def rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        return [r[0] for sql, args in chunks(self._q[name].sql, rows)
+                for r in await self._db.execute_fetchall(sql, args)]
 
     async def script(self, sql: str) -> None:
         # Statement by statement inside the caller's transaction (executescript would

@@ -1,5 +1,6 @@
 """The group commit's statements (G2, G8): one statement per kind of row for the whole
-commit, its rows passed as one JSON array, never a statement per run or per row.
+commit, its rows passed as one JSON array (on SQLite the fence's and the events' rows
+are bound as they are, ``Conn.rows``), never a statement per run or per row.
 
 At a model's pace a commit holds a few events from each of many runs. Each statement
 awaited is a round trip (on SQLite a trip to a thread that, while the event loop is
@@ -61,14 +62,14 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
     """Write one commit; returns the rids fenced off (written nothing)."""
     # G2/G8 fencing: only the lease holder of an attempt whose view of last_seq is
     # current moves it; the others write nothing.
-    passed = set(await c.column("runs_fence_append", batch=dumps([
-        [w.rid, w.instance, w.attempt, w.prev_seq, w.events[-1][0] if w.events else w.prev_seq]
+    passed = set(await c.rows("runs_fence_append", [
+        (w.rid, w.instance, w.attempt, w.prev_seq, w.events[-1][0] if w.events else w.prev_seq)
         for w in batch
-    ])))
+    ]))
     live = [w for w in batch if w.rid in passed]
-    events = [[w.rid, s, 1 if b else 0, body] for w in live for s, b, body in w.events]
+    events = [(w.rid, s, 1 if b else 0, body) for w in live for s, b, body in w.events]
     if events:
-        await c.run("events_insert_batch", rows=dumps(events))
+        await c.rows("events_insert_batch", events)
     opened = [[w.rid, seq, o, k, b] for w in live for seq, o, k, b in w.constructs
               if b is not None]
     if opened:

@@ -61,7 +61,7 @@ WHERE runs.rid = held.rid AND runs.lease_owner = :instance AND runs.status = 'ru
 RETURNING runs.rid, runs.attempts, runs.cancel_requested;
 
 -- name: runs_fence_append
--- Fencing (G2, G8) for a whole commit: each run of :batch (a JSON array of
+-- Fencing (G2, G8) for a whole commit: each run of :rows (a JSON array of
 -- [rid, instance, attempt, prev_seq, last_seq]) moves its last_seq only when this
 -- attempt holds the lease and its view of last_seq is current; the rids that did.
 -- The threads are locked before the runs, as admission takes them, each kind in key
@@ -69,7 +69,7 @@ RETURNING runs.rid, runs.attempts, runs.cancel_requested;
 WITH b AS (
     SELECT (x->>0)::bigint AS rid, x->>1 AS instance, (x->>2)::int AS attempt,
            (x->>3)::bigint AS prev_seq, (x->>4)::bigint AS last_seq
-    FROM jsonb_array_elements(:batch::jsonb) AS x),
+    FROM jsonb_array_elements(:rows::jsonb) AS x),
 thread AS (
     SELECT t.tid FROM threads t
     WHERE t.tid IN (SELECT r.tid FROM runs r JOIN b ON r.rid = b.rid)

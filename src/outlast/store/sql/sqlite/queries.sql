@@ -60,15 +60,15 @@ WHERE lease_owner = :instance AND status = 'running'
 RETURNING rid, attempts, cancel_requested;
 
 -- name: runs_fence_append
--- Fencing (G2, G8) for a whole commit: each run of :batch (a JSON array of
--- [rid, instance, attempt, prev_seq, last_seq]) moves its last_seq only when this
--- attempt holds the lease and its view of last_seq is current; the rids that did.
--- A commit writes the narrow run_seqs pages, and reads the leases from runs_fence,
--- not from the runs rows (a long input puts the lease columns on overflow pages).
+-- Fencing (G2, G8) for a whole commit: each run of the rows (Conn.rows: the VALUES
+-- row repeated, [rid, instance, attempt, prev_seq, last_seq] each) moves its last_seq
+-- only when this attempt holds the lease and its view of last_seq is current; the
+-- rids that did. A commit writes the narrow run_seqs pages, and reads the leases from
+-- runs_fence, not from the runs rows (a long input puts the lease columns on overflow
+-- pages).
+WITH b (rid, instance, attempt, prev_seq, last_seq) AS (VALUES (?, ?, ?, ?, ?))
 UPDATE run_seqs SET last_seq = b.last_seq
-FROM (SELECT value->>0 AS rid, value->>1 AS instance, value->>2 AS attempt,
-             value->>3 AS prev_seq, value->>4 AS last_seq
-      FROM json_each(:batch)) AS b
+FROM b
 JOIN runs INDEXED BY runs_fence ON runs.rid = b.rid
 WHERE run_seqs.rid = b.rid AND runs.lease_owner = b.instance AND runs.attempts = b.attempt
   AND runs.status = 'running' AND run_seqs.last_seq = b.prev_seq
@@ -173,10 +173,9 @@ WHERE rid = :rid AND opened_seq <= :after
 ORDER BY opened_seq, ord;
 
 -- name: events_insert_batch
--- Append a commit's events in one statement: :rows is a JSON array of
--- [rid, seq, boundary, body].
-INSERT INTO events (rid, seq, boundary, body)
-SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows);
+-- Append a commit's events, [rid, seq, boundary, body] each (Conn.rows: the VALUES row
+-- repeated, a statement per chunk; no JSON array for the bodies to be escaped into).
+INSERT INTO events (rid, seq, boundary, body) VALUES (?, ?, ?, ?);
 
 -- name: run_states_insert_batch
 -- Index the state a commit's state events start from: :rows is a JSON array of
