@@ -164,7 +164,7 @@ def test_schemathesis_runs_every_check_and_finds_nothing(target: Target) -> None
          "--checks", "all", "--exclude-checks", "positive_data_acceptance",
          "-H", f"Authorization: Bearer {TOKEN}", "--seed", str(SEED), "--workers", "2",
          "--request-timeout", "30", "--no-color", "--report-dir", str(report)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        cwd=target.root, env=env, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-6000:]
     tested = re.search(r"Tested: (\d+)", out)
