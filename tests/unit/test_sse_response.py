@@ -126,3 +126,20 @@ async def test_a_refused_keepalive_ends_a_quiet_stream() -> None:
     peer, source = Peer(refuse_at=2), Source(["a\n\n", 60.0, "never\n\n"])
     assert await serve(peer, source) == ["gone"]
     assert peer.bodies() == [b"a\n\n"] and source.closed and not peer.aborted
+
+
+async def test_a_store_outage_after_the_start_drops_the_connection_not_a_short_body() -> None:
+    """Once the status is sent no 503 can say it: the connection is aborted, so the
+    client sees an incomplete body, never a complete one that is short."""
+    from outlast.errors import StoreUnavailable
+
+    async def frames() -> AsyncIterator[str]:
+        yield "a\n\n"
+        raise StoreUnavailable("the store is out of reach")
+
+    peer = Peer()
+    response = EventStream(frames(), headers={}, keepalive_seconds=INTERVAL)
+    scope = {"type": "http", "method": "GET", "extensions": {ABORT: peer.abort}}
+    await asyncio.wait_for(response(scope, peer.receive, peer.send), 5)
+    assert peer.aborted
+    assert peer.bodies() == [b"a\n\n"]  # no final empty body: the response is not complete
