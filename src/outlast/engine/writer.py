@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +127,23 @@ class RunChannel:
     def pending(self) -> bool:
         return bool(self.events) or bool(self.snapshots) or self.finish is not None \
             or bool(self.usage)
+
+
+def _taken(ch: RunChannel) -> tuple[Sequence[tuple[int, int, str, str | None]],
+                                    Sequence[tuple[int, Any]], list[SnapshotWrite]]:
+    """All of ``ch``'s construct changes, state entries and snapshots, its lists replaced
+    only where they held something (an empty one is left in place: what the write
+    carries is then a shared empty tuple, never a list the run appends to meanwhile)."""
+    constructs: Sequence[tuple[int, int, str, str | None]] = ()
+    states: Sequence[tuple[int, Any]] = ()
+    snapshots = ch.snapshots
+    if ch.constructs:
+        constructs, ch.constructs = ch.constructs, []
+    if ch.states:
+        states, ch.states = ch.states, []
+    if snapshots:
+        ch.snapshots = []
+    return constructs, states, snapshots
 
 
 def _call(callback: Callable[[], None]) -> None:
@@ -442,9 +459,15 @@ class Writer:
         """The next write of ``ch``: up to ``share`` events, with the snapshots, construct
         changes and end that belong to them (a snapshot goes with the events it is as
         of; the end only with the last of them)."""
-        events, ch.events = ch.events[:share], ch.events[share:]
-        usage, ch.usage = ch.usage, []  # with the first write: it belongs to no seq
-        if ch.events:
+        usage: Sequence[tuple[float, UsageRecord]] = ()
+        if ch.usage:  # with the first write: it belongs to no seq
+            usage, ch.usage = ch.usage, []
+        if len(ch.events) <= share:  # all of it, the common case: nothing to split
+            events, ch.events = ch.events, []
+            constructs, states, snapshots = _taken(ch)
+            finish, ch.finish = ch.finish, None
+        else:
+            events, ch.events = ch.events[:share], ch.events[share:]
             upto = events[-1][0]
             snapshots = [x for x in ch.snapshots if x.as_of_seq <= upto]
             ch.snapshots = [x for x in ch.snapshots if x.as_of_seq > upto]
@@ -453,10 +476,6 @@ class Writer:
             states = [s for s in ch.states if s[0] <= upto]
             ch.states = [s for s in ch.states if s[0] > upto]
             finish = None
-        else:
-            snapshots, constructs, finish = ch.snapshots, ch.constructs, ch.finish
-            states = ch.states
-            ch.snapshots, ch.constructs, ch.states, ch.finish = [], [], [], None
         return RunWrite(
             rid=ch.rid, tid=ch.tid, run_id=ch.run_id, attempt=ch.attempt,
             instance=ch.instance, prev_seq=ch.committed_seq, events=events,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal, NamedTuple
@@ -308,16 +308,17 @@ class RunWrite:
     prev_seq: int
     events: list[StoredEvent] = field(default_factory=list)
     # The construct index's changes, in seq order: (seq, ord, key, body) for an opened
-    # construct, (seq, ord, key, None) for a closed one.
-    constructs: list[tuple[int, int, str, str | None]] = field(default_factory=list)
+    # construct, (seq, ord, key, None) for a closed one. (Empty: a shared tuple; a
+    # commit at a model's pace carries hundreds of writes, most with none.)
+    constructs: Sequence[tuple[int, int, str, str | None]] = ()
     # The state index's entries, in seq order: (seq, the state just before that seq's
     # state event). The store keeps the first of a commit's, with the last one's seq.
-    states: list[tuple[int, Any]] = field(default_factory=list)
+    states: Sequence[tuple[int, Any]] = ()
     snapshot: SnapshotWrite | None = None
     finish: FinishWrite | None = None
     # Model calls' tokens since the last commit, as (unix time, usage), kept in the
     # ledger with these events.
-    usage: list[tuple[float, UsageRecord]] = field(default_factory=list)
+    usage: Sequence[tuple[float, UsageRecord]] = ()
 
 
 @dataclass(frozen=True)
