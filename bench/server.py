@@ -36,9 +36,9 @@ from outlast.engine import execution
 from outlast.engine.runtime import Engine
 from outlast.http.app import create_app
 from outlast.http.auth import LOCAL_PRINCIPAL
-from outlast.http.bodies import parse_input
-from outlast.http.body import read_json
 from outlast.http.frames import frame, retry_preamble
+from outlast.http.request_limits import read_json
+from outlast.http.request_models import parse_input
 from outlast.http.sse import EventStream
 from outlast.http.streams import FIRST_PAGE, PAGE
 from outlast.protocol.events import now_ms

@@ -10,8 +10,8 @@ from typing import Any
 from starlette.requests import Request
 
 from outlast.engine.history import sharing_history
-from outlast.http.bodies import RunAgentInput
-from outlast.http.body import release_body
+from outlast.http.request_limits import release_body
+from outlast.http.request_models import RunAgentInput
 from outlast.protocol.fold import ThreadFold
 
 

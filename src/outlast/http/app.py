@@ -26,9 +26,9 @@ from outlast.http import (
     routes_usage,
 )
 from outlast.http.auth import Principals
-from outlast.http.body import HeaderLimit
 from outlast.http.deps import Owner
 from outlast.http.guards import Guards, HostNames, inline_scripts_policy
+from outlast.http.request_limits import HeaderLimit
 
 EXPOSED = ["Outlast-Run-Id", "Outlast-Thread-Id", "Outlast-Replayed"]
 DOCS_ASSETS = "/docs/assets"

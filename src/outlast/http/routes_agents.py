@@ -16,8 +16,6 @@ from outlast.agent import Capabilities
 from outlast.engine.admission import RunOptions
 from outlast.engine.webhooks import check_request_webhook
 from outlast.errors import Draining
-from outlast.http.bodies import RunAgentInput, check_limits
-from outlast.http.body import JsonBodyRoute, body_of, release_body
 from outlast.http.deps import (
     ID_DOC,
     EngineDep,
@@ -27,6 +25,8 @@ from outlast.http.deps import (
     choice,
     parse_seq,
 )
+from outlast.http.request_limits import JsonBodyRoute, body_of, release_body
+from outlast.http.request_models import RunAgentInput, check_limits
 from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, hydration_frames, is_legacy
 from outlast.tracing import TRACING

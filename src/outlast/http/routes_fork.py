@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from outlast.http.bodies import ForkBody, check_length
-from outlast.http.body import JsonBodyRoute
 from outlast.http.deps import EngineDep, Owner, ThreadId, check_id
+from outlast.http.request_limits import JsonBodyRoute
+from outlast.http.request_models import ForkBody, check_length
 from outlast.http.views import thread_view
 
 router = APIRouter(route_class=JsonBodyRoute, strict_content_type=False)

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from outlast.engine.admission import RunOptions
 from outlast.errors import ThreadNotFound
-from outlast.http.bodies import ResumeBody, check_limits
-from outlast.http.body import JsonBodyRoute, body_of
 from outlast.http.deps import ID_DOC, EngineDep, Owner, ThreadId, check_id
+from outlast.http.request_limits import JsonBodyRoute, body_of
+from outlast.http.request_models import ResumeBody, check_limits
 from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view, thread_summary, thread_view

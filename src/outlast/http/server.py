@@ -50,7 +50,7 @@ class GuardedH11Protocol(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             # The head is complete (or the connection is over): from here on the body
-            # has its own deadline (http/body.py) and a response, an SSE stream
+            # has its own deadline (http/request_limits.py) and a response, an SSE stream
             # included, may take as long as it takes.
             self._disarm_head_timer()
 
