@@ -271,7 +271,7 @@ async def test_an_effect_longer_than_the_ttl_happens_once(service: Service) -> N
         began = time.monotonic()
         svc.cut()
         record = await final_on(svc.cb, run_id, 120)
-        assert record["status"] == "succeeded" and record["attempts"] == 2
+        assert record["status"] == "succeeded" and record["attempts"] >= 2  # taken over
         # Past the moment A's effect would have completed had it gone on.
         await asyncio.sleep(max(0.0, began + 9 - time.monotonic()))
         assert svc.effects(run_id) == Counter({1: 1, 2: 1})
@@ -301,7 +301,7 @@ async def test_an_effect_that_cannot_be_interrupted_is_asked_about_not_run_again
         await wait_for(lambda: svc.effect_status(run_id, "step-1"), timeout=60, interval=0.1)
         svc.cut()
         record = await final_on(svc.cb, run_id, 120)
-        assert record["status"] == "interrupted" and record["attempts"] == 2
+        assert record["status"] == "interrupted" and record["attempts"] >= 2  # taken over
         [question] = record["outcome"]["interrupts"]
         assert question["metadata"]["kind"] == "effect_in_doubt"
         assert question["metadata"]["effect"] == "step-1"
@@ -340,7 +340,7 @@ async def test_a_process_cut_off_while_streaming_text_stops_and_the_other_finish
         svc.cut()
         cut_at = await last_seq(svc.cb, run_id)
         record = await final_on(svc.cb, run_id, 120)
-        assert record["status"] == "succeeded" and record["attempts"] == 2
+        assert record["status"] == "succeeded" and record["attempts"] >= 2  # taken over
         await client.ended(60)
         assert client.ids == list(range(1, len(client.ids) + 1))  # no gap, whatever it got
         healed = svc.heal()
@@ -348,7 +348,8 @@ async def test_a_process_cut_off_while_streaming_text_stops_and_the_other_finish
         assert_one_sequence(expected, record["lastSeq"])
         assert record["lastSeq"] > cut_at
         resumed = [f.event for f in expected if f.event.get("name") == "outlast.resumed"]
-        assert len(resumed) == 1 and resumed[0]["value"]["attempt"] == 2
+        assert [r["value"]["attempt"] for r in resumed] == \
+            list(range(2, record["attempts"] + 1))
         assert svc.effects(run_id) == Counter({1: 1})
         await assert_a_serves_the_truth(svc, run_id, healed, expected)
         await assert_said_once(svc, run_id)
