@@ -60,22 +60,32 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
     app.state.principals = principals or Principals()
     errors.install(app)
     openapi.install(app, engine, app.state.principals)
-    app.add_middleware(HeaderLimit, limit=engine.settings.max_header_bytes)
-    if engine.settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=engine.settings.cors_origins,
+    _add_middleware(app, engine, mounted)
+    for module in (routes_agents, routes_threads, routes_runs, routes_admin, routes_fork,
+                   routes_usage):
+        app.include_router(module.router)
+    _add_ops_routes(app, engine)
+    _add_web_routes(app)
+    return app
+
+
+def _add_middleware(app: FastAPI, engine: Engine, mounted: bool) -> None:
+    """The header limit, CORS when origins are configured, and, outermost, the Host and
+    Origin guards (left to the host app when mounted)."""
+    settings = engine.settings
+    app.add_middleware(HeaderLimit, limit=settings.max_header_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["*"], expose_headers=EXPOSED)
-    settings = engine.settings
     app.add_middleware(  # outermost: nothing runs for a refused name or origin
         Guards, hosts=None if mounted else HostNames.for_server(settings.host,
                                                                 settings.allowed_hosts),
         origins=None if mounted else settings.cors_origins)
-    app.include_router(routes_agents.router)
-    app.include_router(routes_threads.router)
-    app.include_router(routes_runs.router)
-    app.include_router(routes_admin.router)
-    app.include_router(routes_fork.router)
-    app.include_router(routes_usage.router)
+
+
+def _add_ops_routes(app: FastAPI, engine: Engine) -> None:
+    """Liveness, readiness and metrics."""
 
     @app.get("/healthz", summary="Liveness", tags=["ops"])
     async def healthz() -> dict[str, Any]:
@@ -105,6 +115,9 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
         return Response(generate_latest(engine.metrics.registry),
                         media_type=CONTENT_TYPE_LATEST)
 
+
+def _add_web_routes(app: FastAPI) -> None:
+    """The bundled web client at ``/`` and its files, and Swagger UI at ``/docs``."""
     static = resources.files("outlast.web").joinpath("static")
 
     @app.get("/", summary="The bundled web client", tags=["web"], response_class=HTMLResponse)
@@ -127,4 +140,3 @@ def create_app(engine: Engine, principals: Principals | None = None, *,
 
     app.mount(DOCS_ASSETS, StaticFiles(packages=[("swagger_ui", "static")]), name="docs-assets")
     app.mount("/static", StaticFiles(packages=[("outlast.web", "static")]), name="static")
-    return app

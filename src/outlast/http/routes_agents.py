@@ -32,7 +32,9 @@ from outlast.http.streams import RunStream, hydration_frames, is_legacy
 from outlast.tracing import TRACING
 
 if TYPE_CHECKING:
+    from outlast.engine.runtime import Engine
     from outlast.store.base import Strategy
+    from outlast.store.records import AdmitResult
 
 router = APIRouter(route_class=JsonBodyRoute, strict_content_type=False)
 
@@ -113,19 +115,32 @@ async def run_agent(
     body: dict[str, Any] = check_limits(body_of(request), s)
     legacy = is_legacy(agent_input.protocol_version)
     if not agent_input.messages and not agent_input.resume:
-        # Hydration (spec §3): stream the thread, run nothing.
-        view = await engine.thread_view(owner, agent_input.thread_id)
-        current = view.current_run if view is not None else None
-        return EventStream(
-            hydration_frames(engine, owner, view, agent_input.thread_id, agent_input.run_id,
-                             legacy=legacy),
-            headers={"Outlast-Run-Id": current.id if current else agent_input.run_id,
-                     "Outlast-Thread-Id": agent_input.thread_id},
-            keepalive_seconds=s.keepalive)
+        return await _hydration(engine, owner, agent_input, legacy)
     result = await engine.admit(owner, agent, body, RunOptions(
         key=idempotency_key, on_disconnect=disconnect, multitask=strategy, webhook=webhook,
         trace=TRACING.new_run(request.headers.get("traceparent"))))
     release_body(request, agent_input)  # stored: the stream must not hold it for the run's life
+    return _run_stream(engine, owner, result, after, cancel=disconnect == "cancel",
+                       legacy=legacy)
+
+
+async def _hydration(engine: Engine, owner: str, agent_input: RunAgentInput,
+                     legacy: bool) -> EventStream:
+    """Hydration (spec §3): stream the thread, run nothing."""
+    view = await engine.thread_view(owner, agent_input.thread_id)
+    current = view.current_run if view is not None else None
+    return EventStream(
+        hydration_frames(engine, owner, view, agent_input.thread_id, agent_input.run_id,
+                         legacy=legacy),
+        headers={"Outlast-Run-Id": current.id if current else agent_input.run_id,
+                 "Outlast-Thread-Id": agent_input.thread_id},
+        keepalive_seconds=engine.settings.keepalive)
+
+
+def _run_stream(engine: Engine, owner: str, result: AdmitResult, after: int, *,
+                cancel: bool, legacy: bool) -> EventStream:
+    """The admitted run's stream: from its start when it was created now, else (a retry
+    that attached) after the client's ``Last-Event-ID``."""
     run = result.run
     headers = {"Outlast-Run-Id": run.id, "Outlast-Thread-Id": run.thread_id}
     if result.created:
@@ -135,7 +150,7 @@ async def run_agent(
         after = check_after(after, run.last_seq, "Last-Event-ID")
 
     cancel_on_disconnect = None
-    if result.created and disconnect == "cancel":
+    if result.created and cancel:
         async def cancel_on_disconnect() -> None:
             # G1: only the stream that created the run, and never because we drain.
             if not engine.draining:
@@ -143,4 +158,5 @@ async def run_agent(
 
     stream = RunStream(engine, run, legacy=legacy, first=result.first)
     return EventStream(stream.frames(after), headers=headers,
-                       keepalive_seconds=s.keepalive, on_disconnect=cancel_on_disconnect)
+                       keepalive_seconds=engine.settings.keepalive,
+                       on_disconnect=cancel_on_disconnect)
