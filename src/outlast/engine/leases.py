@@ -70,6 +70,7 @@ class LeaseKeeper:
         self._beat = time.monotonic()
         self._stalled_since: float | None = None
         self._stop = threading.Event()
+        self._soon = threading.Event()  # renew now, not at the next interval
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -81,6 +82,7 @@ class LeaseKeeper:
 
     async def stop(self) -> None:
         self._stop.set()
+        self._soon.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 5.0)
             self._thread = None
@@ -99,6 +101,10 @@ class LeaseKeeper:
             for rid in rids:
                 if sent > self._held.get(rid, -1.0):
                     self._held[rid] = sent
+        if sent + self.ttl - time.monotonic() < 2 * self.interval:
+            # A claim that took a third of the TTL to come back (a busy store): renewed
+            # at once rather than at the next interval, which could come too late.
+            self._soon.set()
 
     def expired(self, now: float | None = None) -> list[int]:
         """The runs whose lease here ran out (forgotten once returned)."""
@@ -121,7 +127,11 @@ class LeaseKeeper:
 
     def _run(self) -> None:
         try:
-            while not self._stop.wait(self.interval):
+            while True:
+                self._soon.wait(self.interval)
+                self._soon.clear()
+                if self._stop.is_set():
+                    break
                 self._watch_loop()
                 self._renew()
         finally:
