@@ -30,6 +30,7 @@ EXPECTED_SCANS = {
     "events_frames_after": {"SCAN (subquery-1)"},  # the page just read
     "messages_start_batch": {"SCAN r", "SCAN r VIRTUAL TABLE INDEX 1:"},  # the ids given
     "owner_lock": {"SCAN CONSTANT ROW"},  # reads nothing: the writer serializes already
+    "runs_fence_append": {"SCAN CONSTANT ROW", "SCAN b"},  # the commit's own rows
 }
 _INDEX = re.compile(r"USING (?:COVERING )?INDEX (\w+)")
 
