@@ -90,9 +90,10 @@ class Settings(BaseSettings):
         None, "a function called with every saved snapshot (to mirror them elsewhere)",
         metavar="module:function")
     # Leases and crashes (G8).
-    lease_ttl: float = setting(10.0, "how long a run's lease lasts unrenewed; a dead "
-                               "process's runs are taken over after it", unit="seconds",
-                               metavar="S", gt=0)
+    lease_ttl: float = setting(10.0, "how long a run's lease lasts unrenewed: a process "
+                               "cut off from the store for this long stops its runs, and "
+                               "another takes them over after it plus a margin of "
+                               "max(1 s, TTL/4)", unit="seconds", metavar="S", gt=0)
     crash_policy: Literal["resume", "fail"] | None = setting(
         None, "what happens to a crashed run; default: resume if its agent can")
     max_attempts: int = setting(3, "attempts a run gets before a crash fails it", ge=1,
