@@ -69,7 +69,7 @@ class AgentNotFound(NotFound):
 
 
 class RunAlreadyActive(OutlastError):
-    """The thread has an active run and the multitask strategy is ``reject``."""
+    """The thread has an active run and the multitask policy is ``reject``."""
 
     code = "run_already_active"
 

@@ -163,7 +163,7 @@ async def test_a_run_claimed_without_a_start_gets_run_started_from_its_execution
         await engine.store.admit(AdmitRequest(
             owner="alice", thread_id="t6", run_id="r6", agent="steps", key="r6",
             fingerprint="f", input_json=json.dumps(body("t6", "r6", steps=1)),
-            options_json="{}", strategy="reject", resume=[], has_new_input=True,
+            options_json="{}", multitask="reject", resume=[], has_new_input=True,
             title=None, now=time.time(), claim_instance="gone", claim_ttl=-60.0,
             claim_limit=1))
         engine.wake()  # the pump takes the expired lease over
@@ -317,7 +317,7 @@ def _admit_request(engine: Engine, thread_id: str, run_id: str) -> Any:
     b = body(thread_id, run_id)
     return AdmitRequest(owner="alice", thread_id=thread_id, run_id=run_id, agent="steps",
                         key=run_id, fingerprint=fingerprint("steps", b), input_json=dumps(b),
-                        options_json="{}", strategy="reject", resume=[], has_new_input=True,
+                        options_json="{}", multitask="reject", resume=[], has_new_input=True,
                         title=None, now=time.time())
 
 

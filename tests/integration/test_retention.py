@@ -57,7 +57,7 @@ async def finished_run(store: SqlStore, thread_id: str, run_id: str,
     body = json.dumps({"threadId": thread_id, "runId": run_id})
     result = await store.admit(AdmitRequest(
         owner=OWNER, thread_id=thread_id, run_id=run_id, agent="demo", key=run_id,
-        fingerprint=body, input_json=body, options_json="{}", strategy="reject", resume=[],
+        fingerprint=body, input_json=body, options_json="{}", multitask="reject", resume=[],
         has_new_input=True, title=None, now=time.time()))
     [run] = await store.claim_queued("me", TTL, 10)
     assert run.rid == result.run.rid

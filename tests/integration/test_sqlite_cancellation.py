@@ -18,7 +18,7 @@ def admission(run: str) -> AdmitRequest:
                "messages": [{"id": f"u-{run}", "role": "user", "content": "go"}]}
     return AdmitRequest(
         owner="owner", thread_id=run, run_id=run, agent="demo", key=run, fingerprint=run,
-        input_json=json.dumps(payload), options_json="{}", strategy="reject", resume=[],
+        input_json=json.dumps(payload), options_json="{}", multitask="reject", resume=[],
         has_new_input=True, title=None, now=time.time(), claim_instance="me",
         claim_ttl=30.0, claim_limit=1, claim_start=True)
 

@@ -57,7 +57,7 @@ def request(thread: str, run: str, key: str | None = None, body: str = "hi") -> 
     return AdmitRequest(
         owner="o", thread_id=thread, run_id=run, agent="demo", key=key or run,
         fingerprint=f"{thread}:{run}:{body}", input_json=json.dumps(payload),
-        options_json="{}", strategy="enqueue", resume=[], has_new_input=True, title=None,
+        options_json="{}", multitask="enqueue", resume=[], has_new_input=True, title=None,
         now=time.time(), claim_instance="me", claim_ttl=30.0, claim_limit=1,
         claim_start=True)
 

@@ -38,11 +38,11 @@ from outlast.errors import (
 from outlast.store.base import (
     AdmitRequest,
     FinishWrite,
+    Multitask,
     ResumeAnswer,
     RunRecord,
     RunWrite,
     SnapshotWrite,
-    Strategy,
     ThreadPage,
 )
 from outlast.store.notifications import (
@@ -101,14 +101,14 @@ async def peer(backend: tuple[str, str], store: SqlStore) -> AsyncIterator[SqlSt
 
 
 def request(thread: str = "t1", run: str = "r1", *, key: str | None = None,
-            body: str = "hello", strategy: Strategy = "reject",
+            body: str = "hello", multitask: Multitask = "reject",
             resume: list[ResumeAnswer] | None = None, new_input: bool = True,
             owner: str = OWNER, now: float | None = None) -> AdmitRequest:
     payload = {"threadId": thread, "runId": run, "text": body}
     return AdmitRequest(
         owner=owner, thread_id=thread, run_id=run, agent="demo", key=key or run,
         fingerprint=f"fp:{thread}:{run}:{body}", input_json=json.dumps(payload),
-        options_json=json.dumps({"multitask": strategy}), strategy=strategy,
+        options_json=json.dumps({"multitask": multitask}), multitask=multitask,
         resume=resume or [], has_new_input=new_input, title=f"title {thread}",
         now=time.time() if now is None else now,
     )
@@ -221,14 +221,14 @@ async def test_a_busy_thread_rejects_another_request(store: SqlStore) -> None:
 
 async def test_enqueue_admits_a_queued_run_behind_the_active_one(store: SqlStore) -> None:
     first = await store.admit(request("t1", "r1"))
-    second = await store.admit(request("t1", "r2", strategy="enqueue"))
+    second = await store.admit(request("t1", "r2", multitask="enqueue"))
     assert second.created and second.run.status == "queued"
     assert [r.id for r in await store.active_runs(first.run.tid)] == ["r1", "r2"]
 
 
-async def test_interrupt_strategy_marks_the_active_run_for_cancel(store: SqlStore) -> None:
+async def test_multitask_interrupt_marks_the_active_run_for_cancel(store: SqlStore) -> None:
     running = await admit_running(store, "t1", "r1")
-    result = await store.admit(request("t1", "r2", strategy="interrupt"))
+    result = await store.admit(request("t1", "r2", multitask="interrupt"))
     assert result.created and [r.id for r in result.superseded] == ["r1"]
     old = await store.get_run_by_rid(running.rid)
     assert old is not None and old.cancel_requested and old.status == "running"
@@ -304,7 +304,7 @@ async def test_pending_interrupts_are_answered_exactly_once(store: SqlStore) -> 
 
     # Single use: a second answer (another request) finds nothing pending.
     with pytest.raises(InterruptNotPending):
-        await store.admit(request("t1", "r3", strategy="enqueue", new_input=False,
+        await store.admit(request("t1", "r3", multitask="enqueue", new_input=False,
                                   resume=[ResumeAnswer("i-a", "resolved")]))
 
 
@@ -327,7 +327,7 @@ async def test_concurrent_answers_to_one_interrupt_admit_one(
 
     async def answer(i: int) -> str:
         try:
-            await handles[i].admit(request("t1", f"c{i}", strategy="enqueue", new_input=False,
+            await handles[i].admit(request("t1", f"c{i}", multitask="enqueue", new_input=False,
                                            resume=[ResumeAnswer("i-1", "resolved")]))
         except InterruptNotPending:
             return "refused"
@@ -342,7 +342,7 @@ async def test_concurrent_answers_to_one_interrupt_admit_one(
 
 async def test_claim_queued_starts_the_oldest_run_of_each_thread_only(store: SqlStore) -> None:
     a1 = (await store.admit(request("ta", "a1"))).run
-    a2 = (await store.admit(request("ta", "a2", strategy="enqueue"))).run
+    a2 = (await store.admit(request("ta", "a2", multitask="enqueue"))).run
     b1 = (await store.admit(request("tb", "b1"))).run
     claimed = await store.claim_queued("A", TTL, 10)
     assert [r.id for r in claimed] == ["a1", "b1"]
@@ -364,7 +364,7 @@ async def test_admission_can_start_the_run_it_creates_in_the_same_transaction(
     assert first.run.attempts == 1
     # The thread's next run must wait for it: admission claims only what claim_queued
     # would (the oldest queued run of a thread with none running).
-    second = await store.admit(replace(request("ta", "a2", strategy="enqueue"), **claim))
+    second = await store.admit(replace(request("ta", "a2", multitask="enqueue"), **claim))
     assert second.created and second.claimed == [] and second.run.status == "queued"
     # No room: created and queued, nothing leased.
     third = await store.admit(replace(request("tb", "b1"), claim_instance="A",
@@ -833,7 +833,7 @@ async def test_finishing_ends_the_run_and_frees_the_thread(store: SqlStore) -> N
 
 async def test_cancel_requests_and_queued_cancels(store: SqlStore) -> None:
     running = await admit_running(store, "t1", "r1")
-    queued = (await store.admit(request("t1", "r2", strategy="enqueue"))).run
+    queued = (await store.admit(request("t1", "r2", multitask="enqueue"))).run
     flagged = await store.request_cancel(queued.rid)
     assert flagged is not None and flagged.cancel_requested and flagged.status == "queued"
     outcome = {"type": "cancelled"}
@@ -970,7 +970,7 @@ async def test_thread_cursors_are_opaque_and_owner_scoped(store: SqlStore) -> No
 
 async def test_runs_list_newest_first_and_page(store: SqlStore) -> None:
     for i in range(5):
-        await store.admit(request("t1", f"r{i}", strategy="enqueue"))
+        await store.admit(request("t1", f"r{i}", multitask="enqueue"))
     thread = await store.get_thread(OWNER, "t1")
     assert thread is not None
     page1 = await store.list_runs(thread.tid, 2, None)

@@ -57,7 +57,7 @@ async def taken_over(tmp_path: Path, agent: OneEffect, *, interruptible: bool) -
         result = await store.admit(AdmitRequest(
             owner="alice", thread_id="t1", run_id="r1", agent="one", key="r1",
             fingerprint="f", input_json=json.dumps(body), options_json="{}",
-            strategy="reject", resume=[], has_new_input=True, title=None, now=time.time(),
+            multitask="reject", resume=[], has_new_input=True, title=None, now=time.time(),
             claim_instance="gone", claim_ttl=5.0, claim_limit=1, claim_start=True))
         [claimed] = result.claimed
         await store.effect_start(claimed.rid, "charge", "gone", claimed.attempts)

@@ -259,7 +259,7 @@ async def ended_run(store: SqlStore, hooks: list[WebhookWrite], *,
     run_id = uid("r")
     await store.admit(AdmitRequest(
         owner="o", thread_id=uid("t"), run_id=run_id, agent="demo", key=run_id,
-        fingerprint="f", input_json="{}", options_json="{}", strategy="reject", resume=[],
+        fingerprint="f", input_json="{}", options_json="{}", multitask="reject", resume=[],
         has_new_input=True, title=None, now=time.time()))
     [run] = await store.claim_queued(instance, 30.0, 10)
     fenced = await store.write([RunWrite(

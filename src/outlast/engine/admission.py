@@ -21,7 +21,7 @@ from outlast.errors import InvalidAnswer, InvalidRequest
 from outlast.protocol.content import text_of
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import tool_calls
-from outlast.store.base import AdmitRequest, ResumeAnswer, Store, Strategy
+from outlast.store.base import AdmitRequest, Multitask, ResumeAnswer, Store
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class RunOptions:
 
     key: str | None = None
     on_disconnect: str = "continue"
-    multitask: Strategy = "reject"
+    multitask: Multitask = "reject"
     webhook: str | None = None  # Outlast-Webhook: this run's own receiver (G12)
     trace: dict[str, str] | None = None  # the trace the run joins (outlast.tracing)
 
@@ -114,7 +114,7 @@ def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOpti
                             "multitask": options.multitask,
                             **({"webhook": options.webhook} if options.webhook else {}),
                             **({"trace": options.trace} if options.trace else {})}),
-        strategy=options.multitask,
+        multitask=options.multitask,
         resume=[ResumeAnswer(r["interruptId"], r["status"], r.get("payload"))
                 for r in body.get("resume") or []],
         has_new_input=bool(messages), title=title_of(messages), now=time.time(),

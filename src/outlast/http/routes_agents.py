@@ -33,7 +33,7 @@ from outlast.tracing import TRACING
 
 if TYPE_CHECKING:
     from outlast.engine.runtime import Engine
-    from outlast.store.base import Strategy
+    from outlast.store.base import Multitask
     from outlast.store.records import AdmitResult
 
 router = APIRouter(route_class=JsonBodyRoute, strict_content_type=False)
@@ -105,7 +105,7 @@ async def run_agent(
     after = parse_seq(last_event_id, "Last-Event-ID")
     disconnect = choice(on_disconnect, ("continue", "cancel"), s.on_disconnect,
                         "Outlast-On-Disconnect")
-    strategy = cast("Strategy", choice(multitask, ("reject", "enqueue", "interrupt"),
+    policy = cast("Multitask", choice(multitask, ("reject", "enqueue", "interrupt"),
                                        s.multitask, "Outlast-Multitask"))
     if idempotency_key is not None:
         check_id(idempotency_key, "Idempotency-Key", s.max_id_length)
@@ -117,7 +117,7 @@ async def run_agent(
     if not agent_input.messages and not agent_input.resume:
         return await _hydration(engine, owner, agent_input, legacy)
     result = await engine.admit(owner, agent, body, RunOptions(
-        key=idempotency_key, on_disconnect=disconnect, multitask=strategy, webhook=webhook,
+        key=idempotency_key, on_disconnect=disconnect, multitask=policy, webhook=webhook,
         trace=TRACING.new_run(request.headers.get("traceparent"))))
     release_body(request, agent_input)  # stored: the stream must not hold it for the run's life
     return _run_stream(engine, owner, result, after, cancel=disconnect == "cancel",

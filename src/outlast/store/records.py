@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any, Literal, NamedTuple
 
 FINAL = ("interrupted", "succeeded", "failed", "cancelled")
-Strategy = Literal["reject", "enqueue", "interrupt"]
+Multitask = Literal["reject", "enqueue", "interrupt"]
 
 
 def _loads(text: str | None, default: Any = None) -> Any:
@@ -210,7 +210,7 @@ class AdmitRequest:
     fingerprint: str
     input_json: str
     options_json: str
-    strategy: Strategy
+    multitask: Multitask
     resume: list[ResumeAnswer]
     has_new_input: bool
     title: str | None

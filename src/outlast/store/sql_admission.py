@@ -1,6 +1,6 @@
 """Admission's steps over SQL, each in the caller's write transaction, in the order
 ``SqlStore._admit`` takes them (docs/architecture.md, "A run's life"): lock the thread,
-attach by key, check the history, the interrupts and the multitask strategy, insert.
+attach by key, check the history, the interrupts and the multitask policy, insert.
 
 A step that refuses raises, and the transaction rolls back whatever came before it
 (the thread row it may have made included): nothing of a refused request is stored."""
@@ -110,17 +110,17 @@ async def check_interrupts(c: Conn, req: AdmitRequest, tid: int) -> None:
 
 
 async def apply_multitask(c: Conn, req: AdmitRequest, tid: int) -> list[RunRecord]:
-    """The thread's active runs this request supersedes (asked to stop, strategy
-    ``interrupt``); strategy ``reject`` refuses a thread with an active run, and
+    """The thread's active runs this request supersedes (asked to stop, multitask
+    ``interrupt``); multitask ``reject`` refuses a thread with an active run, and
     ``enqueue`` queues behind it."""
     active = [RunRecord.from_row(r) for r in await c.all("runs_active_for_thread", tid=tid)]
     if not active:
         return []
-    if req.strategy == "reject":
+    if req.multitask == "reject":
         raise RunAlreadyActive(
             "the thread already has an active run", activeRunId=active[0].id
         )
-    if req.strategy != "interrupt":
+    if req.multitask != "interrupt":
         return []
     for run in active:
         await c.run("run_request_cancel", rid=run.rid)
