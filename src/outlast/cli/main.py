@@ -54,7 +54,7 @@ def command_list(parser: argparse.ArgumentParser) -> str:
                     if isinstance(a, argparse._SubParsersAction))
     helps = [(c.dest, c.help or "") for c in commands._choices_actions]
     width = max(len(name) for name, _ in helps)
-    lines = [f"   {name.ljust(width)}   {text}" for name, text in helps]
+    lines = [f"   {name.ljust(width)}   {text[:1].lower()}{text[1:]}" for name, text in helps]
     return (f"usage: {parser.prog} [--url URL] [--token TOKEN] [--json] COMMAND [ARGS]\n\n"
             "commands:\n" + "\n".join(lines) +
             f"\n\n'{parser.prog} COMMAND --help' shows a command's options and an example.\n")
