@@ -154,16 +154,7 @@ class RunStream:
     async def _frames(self, feed: RunFeed, after: int, follow: bool,
                       synthesize_start: bool | None) -> AsyncGenerator[str, None]:
         engine = self.engine
-        # A final run changes no more (a compaction since the request was read ends
-        # this stream early; a retry gets the 410): only a live one is read again,
-        # now that the feed is held, so that no commit falls between the two. A run
-        # executing here needs no read: its execution publishes every commit to
-        # this feed from its start, and what came before is in the log read below.
-        run = self.run
-        if not (engine.is_final(run) or engine.executes(run)):
-            current = await self._patient(follow, engine.reread, run)
-            run = current or run
-            _catch_up(feed, run.last_seq, engine.is_final(run))
+        run = await self._current(feed, follow)
         if run.compacted_at is not None:
             return  # compacted since the request was read: a retry gets the 410
         final = engine.is_final(run)
@@ -182,6 +173,27 @@ class RunStream:
                 body = legacy_body(tail[-1].body) if self.legacy else tail[-1].body
                 yield frame(None, body)
             return
+        async for text in self._pages(feed, run, after, last, final, follow):
+            yield text
+
+    async def _current(self, feed: RunFeed, follow: bool) -> RunRecord:
+        """The run as it stands now that the feed is held. A final run changes no more (a
+        compaction since the request was read ends this stream early; a retry gets the
+        410): only a live one is read again, so that no commit falls between the two. A
+        run executing here needs no read: its execution publishes every commit to this
+        feed from its start, and what came before is in the log read after."""
+        engine, run = self.engine, self.run
+        if not (engine.is_final(run) or engine.executes(run)):
+            current = await self._patient(follow, engine.reread, run)
+            run = current or run
+            _catch_up(feed, run.last_seq, engine.is_final(run))
+        return run
+
+    async def _pages(self, feed: RunFeed, run: RunRecord, after: int, last: int, final: bool,
+                     follow: bool) -> AsyncGenerator[str, None]:
+        """The run's events after ``after``, page by page from the feed or the log, then
+        (following) as they are committed, until the run's end."""
+        engine = self.engine
         cursor = after
         first, self.first = self.first, None  # it echoes the input: not kept
         if first is not None and after < first.seq:
@@ -210,27 +222,32 @@ class RunStream:
                     cursor = page[-1].seq
                     yield self._encode(page)
                     continue
-            if final and cursor >= last:
-                return
-            if not follow:
+            if (final and cursor >= last) or not follow:
                 return
             await feed.wait(cursor)
             if engine.draining:
                 return  # the client resumes from another process (Last-Event-ID)
-            if feed.last_seq <= cursor and not feed.final:
-                # The hub's sweep woke a quiet feed: the log is the truth (hints can
-                # be lost across processes).
-                current = await self._patient(follow, engine.reread, run)
-                if current is None or current.compacted_at is not None:
-                    return
-                last = current.last_seq
-                final = engine.is_final(current)
-                _catch_up(feed, last, final)
-                if final and cursor >= last:
-                    return
-            else:
-                final = feed.final
-                last = max(last, feed.last_seq)
+            edge = await self._edge(feed, run, cursor, last, follow)
+            if edge is None:
+                return
+            last, final = edge
+
+    async def _edge(self, feed: RunFeed, run: RunRecord, cursor: int, last: int,
+                    follow: bool) -> tuple[int, bool] | None:
+        """After a wake-up, the run's last committed seq and whether it is final; None
+        when the stream ends here (the run is gone, compacted, or ended at ``cursor``)."""
+        if feed.last_seq > cursor or feed.final:
+            return max(last, feed.last_seq), feed.final
+        # The hub's sweep woke a quiet feed: the log is the truth (hints can be lost
+        # across processes).
+        current = await self._patient(follow, self.engine.reread, run)
+        if current is None or current.compacted_at is not None:
+            return None
+        final = self.engine.is_final(current)
+        _catch_up(feed, current.last_seq, final)
+        if final and cursor >= current.last_seq:
+            return None
+        return current.last_seq, final
 
     async def _reopen(self, after: int, past_end: bool) -> list[str]:
         return await self.reopen(after, past_end=past_end)
