@@ -296,8 +296,10 @@ class RunExecution:
         if self.cancel_reason is not None:  # stopped while preparing
             self._agent_task.cancel()
         await asyncio.wait({self._agent_task})
-        task = self._agent_task
-        reason = self.cancel_reason
+        await self._settle(self._agent_task, self.cancel_reason)
+
+    async def _settle(self, task: asyncio.Task[Any], reason: str | None) -> None:
+        """End the run as its agent's task ended: cancelled (and why), returned, raised."""
         if reason == "lease_lost" or self.channel.fenced:
             log.warning("run %s: lease lost; stopped", self.run.id)
             return
@@ -333,18 +335,20 @@ class RunExecution:
         elif isinstance(exc, PayloadTooLarge):
             await self._finish_failed(exc.code, f"The agent emitted too much: {exc.message}")
         else:
-            # The exception's text may quote the conversation or tool arguments: at the
-            # default level only where it came from; the whole traceback at DEBUG.
-            tb = exc.__traceback__
-            while tb is not None and tb.tb_next is not None:
-                tb = tb.tb_next
-            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb else "?"
-            # Agent authors find why their agent failed in the server log; clients get only
-            # the exception's type (its text may quote the conversation or secrets).
-            log.error("run %s: the agent raised %s at %s", self.run.id, type(exc).__name__,
-                      where, exc_info=exc)
-            await self._finish_failed(
-                "agent_error", f"The agent failed unexpectedly ({type(exc).__name__}).")
+            await self._agent_raised(exc)
+
+    async def _agent_raised(self, exc: BaseException) -> None:
+        """An exception the agent did not mean: the server log names it and where it was
+        raised, with its traceback, for the agent's author; the client gets only its type
+        (its text may quote the conversation, tool arguments or secrets)."""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb else "?"
+        log.error("run %s: the agent raised %s at %s", self.run.id, type(exc).__name__,
+                  where, exc_info=exc)
+        await self._finish_failed(
+            "agent_error", f"The agent failed unexpectedly ({type(exc).__name__}).")
 
     async def _cancel_requested_since_claim(self) -> bool:
         # Its own frame: the record read here, input and all, is not kept by _main's
