@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -60,9 +61,12 @@ def app(rate: float, tokens: int) -> Starlette:
 
 
 def serve(asgi: object, announce: str = "") -> None:
-    """Serve ``asgi`` on a free loopback port and print bench.common's READY line."""
+    """Serve ``asgi`` on a free loopback port (``$OUTLAST_BENCH_PORT`` when set) and print
+    bench.common's READY line."""
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # $OUTLAST_BENCH_PORT: a given port (a restarted server comes back where it was).
+    sock.bind(("127.0.0.1", int(os.environ.get("OUTLAST_BENCH_PORT", "0"))))
     port = sock.getsockname()[1]
 
     class Ready(uvicorn.Server):

@@ -1,6 +1,8 @@
 """LangGraph's own AG-UI endpoint for ``bench.hosts``: ``ag-ui-langgraph``'s
 ``add_langgraph_fastapi_endpoint`` over ``bench.host_agents.langgraph_graph`` with an
-in-memory checkpointer, as its documentation serves a graph (nothing durable).
+in-memory checkpointer, as its documentation serves a graph (nothing durable), or with
+``$OUTLAST_BENCH_APPROVAL=1`` ``bench.approval_agents``' (``interrupt()`` before its
+tool); ``$OUTLAST_BENCH_PORT`` picks the port.
 
 It needs ``ag-ui-protocol`` 0.1, which this project's 1.0 excludes: run it with an
 interpreter that has ``ag-ui-langgraph`` and ``langchain-openai`` installed
@@ -11,8 +13,10 @@ interpreter that has ``ag-ui-langgraph`` and ``langchain-openai`` installed
 
 from __future__ import annotations
 
-from bench.host_agents import langgraph_graph
+from bench.approval_agents import chosen
 from bench.model_server import serve
+
+langgraph_graph = chosen("langgraph_graph")
 
 
 def main() -> None:

@@ -1,6 +1,8 @@
 """Microsoft Agent Framework's own AG-UI endpoint for ``bench.hosts``:
 ``agent-framework-ag-ui``'s ``add_agent_framework_fastapi_endpoint`` over
-``bench.host_agents.maf_agent`` (nothing durable).
+``bench.host_agents.maf_agent`` (nothing durable), or with ``$OUTLAST_BENCH_APPROVAL=1``
+``bench.approval_agents``' (a tool that needs approval); ``$OUTLAST_BENCH_PORT`` picks
+the port.
 
 It needs ``ag-ui-protocol`` 0.1, which this project's 1.0 excludes: run it with an
 interpreter that has ``agent-framework-ag-ui`` and ``agent-framework-openai``
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import os
 
-from bench.host_agents import maf_agent
+from bench.approval_agents import chosen
 from bench.model_server import serve
+
+maf_agent = chosen("maf_agent")
 
 
 def main() -> None:

@@ -1,6 +1,8 @@
 """Pydantic AI's own AG-UI endpoint for ``bench.hosts``: ``AGUIAdapter.dispatch_request``
 in a Starlette route, as Pydantic AI's documentation serves an agent, over
-``bench.host_agents.pydantic_agent`` (no storage, nothing durable).
+``bench.host_agents.pydantic_agent`` (no storage, nothing durable), or with
+``$OUTLAST_BENCH_APPROVAL=1`` ``bench.approval_agents``' (a tool that needs approval);
+``$OUTLAST_BENCH_PORT`` picks the port.
 
     OUTLAST_OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 python -m bench.peer_pydantic_ai
 """
@@ -12,8 +14,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bench.host_agents import pydantic_agent
+from bench.approval_agents import chosen
 from bench.model_server import serve
+
+pydantic_agent = chosen("pydantic_agent")
 
 
 def main() -> None:
