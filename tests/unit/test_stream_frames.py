@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
@@ -157,3 +158,20 @@ def test_a_feed_lives_exactly_as_long_as_its_holders() -> None:
     assert len(hub) == 0
     hub.release(1)  # an unpaired release is harmless
     assert len(hub) == 0
+
+
+async def test_one_commit_wakes_every_waiter_and_a_cancelled_wait_is_let_go() -> None:
+    feed = RunFeed()
+    waiters = [asyncio.create_task(feed.wait(0)) for _ in range(3)]
+    gone = asyncio.create_task(feed.wait(0, 5.0))
+    await asyncio.sleep(0)
+    gone.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await gone
+    feed.advance([stored(1)], 1, False)
+    await asyncio.wait_for(asyncio.gather(*waiters), 5.0)
+    later = asyncio.create_task(feed.wait(1))  # the next generation waits anew
+    await asyncio.sleep(0)
+    assert not later.done()
+    feed.advance([stored(2)], 2, False)
+    await asyncio.wait_for(later, 5.0)

@@ -34,7 +34,7 @@ for every feed, instead of a timer for every wait (a stream waits once per event
 class RunFeed:
     """The live edge of one run: last committed seq, final flag, recent events."""
 
-    __slots__ = ("_changed", "cache", "cache_bytes", "final", "holders", "last_seq",
+    __slots__ = ("_waiting", "cache", "cache_bytes", "final", "holders", "last_seq",
                  "moved_at")
 
     def __init__(self) -> None:
@@ -42,7 +42,9 @@ class RunFeed:
         self.final = False
         self.cache: deque[StoredEvent] = deque()
         self.cache_bytes = 0
-        self._changed = asyncio.Event()
+        # The waits of this generation: one future each, woken together by poke (a list
+        # swapped out, not an Event made anew at every commit).
+        self._waiting: list[asyncio.Future[None]] = []
         self.holders = 0
         self.moved_at = time.monotonic()
 
@@ -68,8 +70,12 @@ class RunFeed:
 
     def poke(self) -> None:
         """Wake everyone waiting on this generation, then start a new one."""
-        self._changed.set()
-        self._changed = asyncio.Event()
+        waiting = self._waiting
+        if waiting:
+            self._waiting = []
+            for fut in waiting:
+                if not fut.done():
+                    fut.set_result(None)
 
     def cached_after(self, after: int, limit: int, known: int = 0) -> list[StoredEvent] | None:
         """Events after ``after`` from the cache (empty: nothing is committed after it),
@@ -92,13 +98,20 @@ class RunFeed:
         (None: when the hub's sweep finds the feed quiet, within twice POKE_SECONDS)."""
         if self.last_seq > after or self.final:
             return
-        changed = self._changed
-        if seconds is None:
-            await changed.wait()
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):  # wait_for (3.11) can swallow a cancel
-                await changed.wait()
+        fut = asyncio.get_running_loop().create_future()
+        waiting = self._waiting
+        waiting.append(fut)
+        try:
+            if seconds is None:
+                await fut
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):  # wait_for (3.11) can swallow a cancel
+                    await fut
+        finally:
+            if fut.cancelled():  # the wait was cancelled or timed out: not woken, listed
+                with contextlib.suppress(ValueError):
+                    waiting.remove(fut)
 
 
 class Hub:
