@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from outlast.engine.storage import Patient
+from outlast.engine.outages import Patient
 from outlast.errors import LeaseLost, StoreUnavailable
 
 

@@ -23,8 +23,8 @@ from outlast.engine.history import new_messages, sharing_history
 from outlast.engine.hub import Hub
 from outlast.engine.limits import STOPS
 from outlast.engine.metrics import Metrics
+from outlast.engine.outages import Patient
 from outlast.engine.snapshots import Snapshots, fold_log
-from outlast.engine.storage import Patient
 from outlast.engine.webhooks import owed
 from outlast.engine.writer import NO_STATE, Writer
 from outlast.errors import LeaseLost, PayloadTooLarge

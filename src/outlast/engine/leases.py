@@ -146,7 +146,7 @@ class LeaseKeeper:
         try:
             held = self.renewer.renew(self.instance, self.ttl, rids)
         except Exception as exc:
-            # Said by others: a store that cannot write by the StorageWatch, and once
+            # Said by others: a store that cannot write by the OutageWatch, and once
             # these renewals are late the loop renews itself (``Engine._pump``), where a
             # failure is logged.
             log.debug("lease renewal failed (%s: %s)", type(exc).__name__, exc)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from outlast.config import parse_limits as parse
-from outlast.engine.storage import OUTAGES
+from outlast.engine.outages import OUTAGES
 
 log = logging.getLogger("outlast.limits")
 

@@ -66,7 +66,7 @@ async def upkeep(store: Store, s: Settings) -> None:
                     log.info("retention: compacted %d runs, removed %d events "
                              "(%d bytes)", freed.runs, freed.events, freed.bytes)
         except StoreUnavailable:
-            pass  # said once by the StorageWatch; the next round prunes
+            pass  # said once by the OutageWatch; the next round prunes
         except Exception:
             log.exception("retention pruning failed")
         await asyncio.sleep(every)

@@ -19,7 +19,7 @@ from typing import Any
 from outlast import logs
 from outlast.agent import Agent, AgentError, RunContext
 from outlast.config import Settings
-from outlast.engine import limits, retention, storage
+from outlast.engine import limits, outages, retention
 from outlast.engine.admission import (
     RunOptions,
     admit_request,
@@ -32,7 +32,7 @@ from outlast.engine.history import ResentHistory
 from outlast.engine.hub import Hub
 from outlast.engine.leases import HeldLeases, LeaseKeeper, Losses
 from outlast.engine.metrics import Metrics
-from outlast.engine.storage import StorageWatch
+from outlast.engine.outages import OutageWatch
 from outlast.engine.trim import malloc_trim, trim_forever
 from outlast.engine.webhooks import Deliveries, check_request_webhook, owed
 from outlast.engine.writer import Writer
@@ -79,12 +79,12 @@ class Engine(EdgeReads, HeldLeases):
         self.instance = f"{uuid.uuid4().hex[:12]}"
         self.hub = Hub()
         self.metrics = Metrics()
-        self.storage = StorageWatch(
+        self.outages = OutageWatch(
             "the PostgreSQL store" if settings.store_url else f"the SQLite store in "
             f"{settings.data_dir}", None if settings.store_url else settings.data_dir)
-        store.report_outage = self.storage
+        store.report_outage = self.outages
         self.writer = Writer(store, self.hub, self._committed,
-                             self.metrics.commit_seconds.observe, self.storage)
+                             self.metrics.commit_seconds.observe, self.outages)
         self.webhooks = Deliveries(store, settings, self.instance, self.metrics)
         self.executions: dict[int, RunExecution] = {}
         self.draining = False
@@ -130,9 +130,9 @@ class Engine(EdgeReads, HeldLeases):
             asyncio.create_task(retention.upkeep(self.store, self.settings),
                                 name="outlast-upkeep"),
             asyncio.create_task(self.hub.sweep(), name="outlast-feed-sweep"),
-            asyncio.create_task(storage.watch(self.storage, self.store.probe_write,
+            asyncio.create_task(outages.probe(self.outages, self.store.probe_write,
                                               self.settings.storage_wait, self._storage_gone),
-                                name="outlast-storage-watch"),
+                                name="outlast-outage-probe"),
         ]
         trim = malloc_trim()
         if trim is not None:
@@ -408,7 +408,7 @@ class Engine(EdgeReads, HeldLeases):
                                 extra=logs.of_run(run))
                     self._launch(run, crashed=True, sent=sent)
             except StoreUnavailable:
-                pass  # said once by the StorageWatch
+                pass  # said once by the OutageWatch
             except Exception:
                 log.exception("scheduling failed; retrying")
                 await asyncio.sleep(interval)

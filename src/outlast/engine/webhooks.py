@@ -199,7 +199,7 @@ class Deliveries:
             try:
                 delay = await self._round()
             except StoreUnavailable:
-                delay = 1.0  # said once by the StorageWatch; deliveries wait for the store
+                delay = 1.0  # said once by the OutageWatch; deliveries wait for the store
             except Exception:
                 log.exception("webhook delivery failed; retrying")
                 delay = 1.0

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from outlast.engine.hub import Hub
-from outlast.engine.storage import StorageWatch
+from outlast.engine.outages import OutageWatch
 from outlast.errors import StoreUnavailable
 from outlast.store.base import (
     FinishWrite,
@@ -63,7 +63,7 @@ carries many runs' events instead of each event paying a transaction of its own.
 FIRST_RETRY = 0.05
 MAX_RETRY = 0.5
 """Seconds between commit attempts while the store cannot write (doubling from the
-first); a probe write (engine.storage) ends the wait as soon as the store writes."""
+first); a probe write (engine.outages) ends the wait as soon as the store writes."""
 CLOSE_GRACE = 5.0
 """Seconds a shutdown keeps retrying an outage before leaving the writes unstored."""
 
@@ -159,9 +159,9 @@ class Writer:
 
     def __init__(self, store: Store, hub: Hub, on_commit: Callable[[list[RunWrite]], None],
                  on_batch: Callable[[float], None] | None = None,
-                 storage: StorageWatch | None = None) -> None:
+                 outages: OutageWatch | None = None) -> None:
         self._store = store
-        self._storage = storage or StorageWatch("the store", None)
+        self._outages = outages or OutageWatch("the store", None)
         self._hub = hub
         self._on_commit = on_commit  # told each commit's writes, fenced ones left out
         self._on_batch = on_batch  # told each commit's duration (seconds)
@@ -338,7 +338,7 @@ class Writer:
         except StoreUnavailable as exc:
             if not self._closing or time.monotonic() - self._closing_at < CLOSE_GRACE:
                 # Nothing of this commit is stored; the store said so once (the
-                # StorageWatch). Every run keeps its writes and its lease, and the
+                # OutageWatch). Every run keeps its writes and its lease, and the
                 # next attempt goes as soon as the store writes again (G2, G8).
                 for ch, w, ws in zip(channels, writes, waiters, strict=True):
                     if ch.fenced:  # abandoned meanwhile: its lease ran out here
@@ -346,7 +346,7 @@ class Writer:
                         self._settle([ws])
                     else:
                         self._put_back(ch, w, ws)
-                await self._storage.wait_writable(self._retry)
+                await self._outages.wait_writable(self._retry)
                 self._retry = min(self._retry * 2, MAX_RETRY)
                 self._wake.set()
                 return None

@@ -96,7 +96,7 @@ def _add_ops_routes(app: FastAPI, engine: Engine) -> None:
     async def readyz() -> JSONResponse:
         if engine.draining:
             return errors.error_response("draining", "the server is shutting down")
-        outage = engine.storage.outage
+        outage = engine.outages.outage
         if outage is not None:  # ready again by itself once a write works
             return errors.error_response(
                 outage.code, outage.message,

@@ -66,7 +66,7 @@ MAINTENANCE_TIMEOUT = 24 * 3600.0
 
 def _floor_retry(record: logging.LogRecord) -> bool:
     """asyncpg retries its pool's connection floor while the database is out of reach,
-    logging a traceback at every try: the outage is said once (``engine.storage``)."""
+    logging a traceback at every try: the outage is said once (``engine.outages``)."""
     return not record.getMessage().startswith("Failed to restore the pool connection floor")
 
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from outlast.errors import StoreUnavailable
 
-log = logging.getLogger("outlast.storage")
+log = logging.getLogger("outlast.outages")
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ OUTAGES = {
                          "waiting for it. What it had done is kept; start a new run once "
                          "the service is back.",
 }
-"""The stop reasons of a store outage (engine.storage) and what the run's RUN_ERROR says."""
+"""The stop reasons of a store outage (engine.outages) and what the run's RUN_ERROR says."""
 
 SETTLE = 1.0
 """Seconds of writes without a failure that end an outage."""
@@ -44,7 +44,7 @@ PROBE_EVERY = 0.25
 of the store writing again."""
 
 
-class StorageWatch:
+class OutageWatch:
     """The store's write health, as the store reports it."""
 
     def __init__(self, where: str, data_dir: Path | None,
@@ -137,16 +137,16 @@ class Patient:
             return result
 
 
-async def watch(storage: StorageWatch, probe: Callable[[], Awaitable[None]],
+async def probe(watch: OutageWatch, write: Callable[[], Awaitable[None]],
                 wait_limit: float, give_up: Callable[[StoreUnavailable], None]) -> None:
     """The engine's task: during an outage, a probe write every ``PROBE_EVERY`` seconds
     (the store reports its outcome), and ``give_up`` once it has lasted ``wait_limit``
     seconds (again at every probe after, for runs that start waiting later)."""
     while True:
-        await storage.wait_outage()
-        while storage.outage is not None:
-            if storage.waited >= wait_limit:
-                give_up(storage.outage)
+        await watch.wait_outage()
+        while watch.outage is not None:
+            if watch.waited >= wait_limit:
+                give_up(watch.outage)
             await asyncio.sleep(PROBE_EVERY)
             with contextlib.suppress(StoreUnavailable):
-                await probe()
+                await write()
