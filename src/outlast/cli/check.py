@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any
 
+from outlast.cli.client import json_object
+
 DESCRIPTION = """\
 Check an AG-UI endpoint (the URL an HttpAgent posts to) against resumable AG-UI
 (docs/resumable-ag-ui.md). Each check reports pass, fail or skip, the section of the
@@ -20,16 +22,6 @@ examples:
   outlast check http://127.0.0.1:8765/agents/demo --json
   outlast check http://127.0.0.1:8000/ --prompt 'What is 2+2?' --forwarded-props '{}'
   outlast check URL --restart-cmd 'systemctl restart my-agent-server'"""
-
-
-def _object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -67,16 +59,16 @@ def add_command(sub: Any) -> None:
                    "http://127.0.0.1:8765/agents/demo")
     p.add_argument("--prompt", default=DEFAULT_PROMPT,
                    help="the user message of each run (default: %(default)r)")
-    p.add_argument("--forwarded-props", type=_object, default=DEFAULT_PROPS, metavar="JSON",
+    p.add_argument("--forwarded-props", type=json_object, default=DEFAULT_PROPS, metavar="JSON",
                    help="forwardedProps of each run (default: a short demo-agent run, "
                         f"{json.dumps(DEFAULT_PROPS)})")
     p.add_argument("--approval-prompt", default=DEFAULT_APPROVAL_PROMPT,
                    help="the user message of a run that asks for approval")
-    p.add_argument("--approval-forwarded-props", type=_object, metavar="JSON",
+    p.add_argument("--approval-forwarded-props", type=json_object, metavar="JSON",
                    default=DEFAULT_APPROVAL_PROPS,
                    help="forwardedProps of a run that asks for approval (default: "
                         f"{json.dumps(DEFAULT_APPROVAL_PROPS)})")
-    p.add_argument("--approval-payload", type=_object, default={"approved": True},
+    p.add_argument("--approval-payload", type=json_object, default={"approved": True},
                    metavar="JSON", help="the payload that answers it (default: "
                                         '{"approved": true})')
     p.add_argument("--restart-cmd", metavar="CMD",

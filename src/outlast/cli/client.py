@@ -41,7 +41,8 @@ def version_text() -> str:
         return "outlast (unknown version)"
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """An argument that must be a JSON object (argparse's ``type=``)."""
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -147,7 +148,7 @@ def add_commands(sub: Any) -> None:
                          help="a tool cut off by a crash should run again")
     verdict.add_argument("--fail", action="store_true",
                          help="a tool cut off by a crash: fail the run, run nothing")
-    p.add_argument("--args", type=_json_object, metavar="JSON",
+    p.add_argument("--args", type=json_object, metavar="JSON",
                    help="edited tool arguments, as a JSON object")
     p.add_argument("--result", type=_json_value, metavar="JSON",
                    help="with --happened: what the tool returned (JSON; a bare word is text)")
