@@ -146,7 +146,7 @@ async def test_tail_resumes_after_the_server_restarts(
     port = first.url.rsplit(":", 1)[1]
     async with first.client() as c:
         await collect(c, "POST", "/agents/demo", limit=3,
-                      json=demo_input("cli-t3", "cli-r3", steps=3, step_delay_ms=400))
+                      json=demo_input("cli-t3", "cli-r3", steps=4, step_delay_ms=1000))
     proc = subprocess.Popen([sys.executable, "-m", "outlast.cli.main", "tail", "cli-r3",
                              "--json", "--url", first.url], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

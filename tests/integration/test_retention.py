@@ -325,4 +325,8 @@ async def test_the_sqlite_file_stops_growing_under_steady_load(tmp_path: Path) -
             sizes.append(file_size(tmp_path))  # this round's events, the earlier ones gone
             resp = await c.post("/admin/gc", params={"olderThan": "1e-6"})
             assert resp.json()["runs"] == 50
-        assert max(sizes[1:]) <= sizes[0] * 1.2, sizes
+        # What stays is each thread's own rows (its messages, snapshot and runs: about 7 KB
+        # a run here), and the WAL's size moves with when checkpoints ran: a few percent
+        # a round. Events kept (no reuse of their pages) would add a whole first round's
+        # worth each round, 2.5x by the fourth.
+        assert max(sizes[1:]) <= sizes[0] * 1.5, sizes
