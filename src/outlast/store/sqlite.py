@@ -15,7 +15,7 @@ import os
 import sqlite3
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,9 +29,8 @@ from outlast.store.base import LeaseRenewer
 from outlast.store.notifications import Notification
 from outlast.store.outage import outages, sqlite_outage
 from outlast.store.records import AdmitRequest, AdmitResult, LeaseState
-from outlast.store.sql import Query
-from outlast.store.sqlconn import Row, UniqueViolation
-from outlast.store.sqlrows import chunks
+from outlast.store.sqlconn import UniqueViolation
+from outlast.store.sqlite_conn import AsyncConn, InlineConn
 from outlast.store.sqlstore import Body, SqlStore, T
 
 log = logging.getLogger("outlast.store.sqlite")
@@ -66,22 +65,9 @@ async def _settle(db: aiosqlite.Connection) -> None:
         await db.rollback()
 
 
-def _bind(query: Query, params: Mapping[str, Any]) -> dict[str, Any]:
-    """A query's parameters, each present (None when not given)."""
-    return {k: params.get(k) for k in query.params}
-
-
-def _rows(query: Query, rows: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
-    """Rows to bind for ``executemany``: as they are when built for this query (a batch
-    of rows is a hot path), else with each parameter present."""
-    if rows and isinstance(rows[0], dict) and all(k in rows[0] for k in query.params):
-        return rows
-    return [_bind(query, r) for r in rows]
-
-
 def _inline(coro: Coroutine[Any, Any, T]) -> T:
     """The result of a coroutine that finishes without suspending (a transaction body
-    over ``_InlineConn``), run here and now."""
+    over ``InlineConn``), run here and now."""
     try:
         coro.send(None)
     except StopIteration as done:
@@ -163,98 +149,6 @@ class WriteLock:
         self.release()
 
 
-class _InlineConn:
-    """Named-query adapter over a plain sqlite3 connection, for a transaction body run
-    whole in a worker thread: its coroutines never suspend."""
-
-    def __init__(self, db: sqlite3.Connection, queries: Mapping[str, Query]) -> None:
-        self._db = db
-        self._q = queries
-
-    def _execute(self, name: str, params: Mapping[str, Any]) -> sqlite3.Cursor:
-        query = self._q[name]
-        return self._db.execute(query.sql, _bind(query, params))
-
-    async def one(self, name: str, **params: Any) -> Row | None:
-        row = self._execute(name, params).fetchone()
-        return None if row is None else dict(row)
-
-    async def all(self, name: str, **params: Any) -> list[Row]:
-        return [dict(r) for r in self._execute(name, params).fetchall()]
-
-    async def column(self, name: str, **params: Any) -> list[Any]:
-        return [r[0] for r in self._execute(name, params).fetchall()]
-
-    async def run(self, name: str, **params: Any) -> int:
-        return self._execute(name, params).rowcount
-
-    async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        query = self._q[name]
-        self._db.executemany(query.sql, _rows(query, rows))
-
-    async def rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
-        return [r[0] for sql, args in chunks(self._q[name].sql, rows)
-                for r in self._db.execute(sql, args).fetchall()]
-
-    async def script(self, sql: str) -> None:
-        raise NotImplementedError("scripts run on the aiosqlite connections (migrations)")
-
-
-class _Conn:
-    """Named-query adapter over one aiosqlite connection."""
-
-    def __init__(self, db: aiosqlite.Connection, queries: Mapping[str, Query]) -> None:
-        self._db = db
-        self._q = queries
-
-    def _params(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        return _bind(self._q[name], params)
-
-    # One trip to the connection's thread per statement: execute and fetch together, and
-    # no separate close (a finished cursor holds nothing). Each trip costs a thread
-    # wake-up both ways, which at a model's pace is most of a commit.
-    async def one(self, name: str, **params: Any) -> Row | None:
-        rows = await self._db.execute_fetchall(self._q[name].sql, self._params(name, params))
-        for row in rows:
-            return dict(row)
-        return None
-
-    async def all(self, name: str, **params: Any) -> list[Row]:
-        rows = await self._db.execute_fetchall(self._q[name].sql, self._params(name, params))
-        return [dict(r) for r in rows]
-
-    async def column(self, name: str, **params: Any) -> list[Any]:
-        """The first column of every row (no row objects: a commit's fence returns one
-        row per run)."""
-        rows = await self._db.execute_fetchall(self._q[name].sql, self._params(name, params))
-        return [r[0] for r in rows]
-
-    async def run(self, name: str, **params: Any) -> int:
-        cursor = await self._db.execute(self._q[name].sql, self._params(name, params))
-        return cursor.rowcount
-
-    async def many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        query = self._q[name]
-        await self._db.executemany(query.sql, _rows(query, rows))
-
-    async def rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
-        return [r[0] for sql, args in chunks(self._q[name].sql, rows)
-                for r in await self._db.execute_fetchall(sql, args)]
-
-    async def script(self, sql: str) -> None:
-        # Statement by statement inside the caller's transaction (executescript would
-        # commit it first); complete_statement knows where a trigger's body ends.
-        pending = ""
-        for line in sql.splitlines(keepends=True):
-            pending += line
-            if sqlite3.complete_statement(pending):
-                await self._db.execute(pending)
-                pending = ""
-        if pending.strip() and any(not ln.strip().startswith("--")
-                                   for ln in pending.splitlines() if ln.strip()):
-            raise ValueError(f"incomplete SQL statement at the end of a script: {pending!r}")
-
-
 class SQLiteStore(SqlStore):
     """Store over a SQLite file; one writer connection, a few readers."""
 
@@ -326,7 +220,7 @@ class SQLiteStore(SqlStore):
     def _write_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
         db.execute("BEGIN IMMEDIATE")
         try:
-            result = _inline(body(_InlineConn(db, self._queries)))
+            result = _inline(body(InlineConn(db, self._queries)))
             db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
             db.execute("ROLLBACK")
@@ -389,7 +283,7 @@ class SQLiteStore(SqlStore):
 
     def _admit_here(self, db: sqlite3.Connection,
                     reqs: list[AdmitRequest]) -> list[AdmitResult | BaseException]:
-        conn = _InlineConn(db, self._queries)
+        conn = InlineConn(db, self._queries)
         outcomes: list[AdmitResult | BaseException] = []
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -421,7 +315,7 @@ class SQLiteStore(SqlStore):
     def _read_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
         db.execute("BEGIN")  # one snapshot for every statement of the body (G5)
         try:
-            return _inline(body(_InlineConn(db, self._queries)))
+            return _inline(body(InlineConn(db, self._queries)))
         finally:
             db.execute("ROLLBACK")
 
@@ -524,7 +418,7 @@ class SQLiteStore(SqlStore):
             await c.one("schema_version_get")
 
     @asynccontextmanager
-    async def _write(self) -> AsyncIterator[_Conn]:
+    async def _write(self) -> AsyncIterator[AsyncConn]:
         assert self._writer is not None, "store is not open"
         async with outages(sqlite_outage, self.report_outage, write=True), self._write_lock:
             db = self._writer
@@ -534,7 +428,7 @@ class SQLiteStore(SqlStore):
                 # Inside the try: a caller cancelled while its BEGIN waits in the
                 # connection's queue still settles what that BEGIN starts.
                 await db.execute("BEGIN IMMEDIATE")
-                yield _Conn(db, self._queries)
+                yield AsyncConn(db, self._queries)
             except sqlite3.IntegrityError as exc:
                 await _settle(db)
                 raise UniqueViolation(str(exc)) from exc
@@ -550,20 +444,20 @@ class SQLiteStore(SqlStore):
                         raise UniqueViolation(str(exc)) from exc
 
     @asynccontextmanager
-    async def _read(self) -> AsyncIterator[_Conn]:
+    async def _read(self) -> AsyncIterator[AsyncConn]:
         async with outages(sqlite_outage):
             async with self._read_here_async() as c:
                 yield c
 
     @asynccontextmanager
-    async def _read_here_async(self) -> AsyncIterator[_Conn]:
+    async def _read_here_async(self) -> AsyncIterator[AsyncConn]:
         db = await self._readers.get()
         try:
             if db.in_transaction:
                 await _settle(db)
             try:
                 await db.execute("BEGIN")  # inside the try, as in _write
-                yield _Conn(db, self._queries)
+                yield AsyncConn(db, self._queries)
             finally:
                 await _settle(db)
         finally:
@@ -588,7 +482,7 @@ class _SqliteRenewer(LeaseRenewer):
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            rows = _inline(_InlineConn(db, self._store._queries).all(
+            rows = _inline(InlineConn(db, self._store._queries).all(
                 "run_renew_leases", instance=instance, rids=json.dumps(rids),
                 expires=time.time() + ttl))
             db.execute("COMMIT")
