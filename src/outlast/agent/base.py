@@ -95,6 +95,13 @@ class Resolution:
         return self.payload is not False
 
     @property
+    def reason(self) -> str | None:
+        """The reason the person gave with their answer (a denial's, say), if any."""
+        if isinstance(self.payload, dict) and isinstance(self.payload.get("reason"), str):
+            return str(self.payload["reason"])
+        return None
+
+    @property
     def edited_args(self) -> dict[str, Any] | None:
         """Arguments the person edited before approving a tool call, if any."""
         if isinstance(self.payload, dict) and isinstance(self.payload.get("editedArgs"), dict):

@@ -25,24 +25,20 @@ class Kind:
     """A framework's agent object and the host that serves it."""
 
     label: str  # what the object is, as a person names it
-    origins: tuple[str, ...]  # the packages its class (or a base class) comes from
+    origin: str  # the package its class (or a base class) comes from: found when installed
     host: str  # the host module: serves(obj) and HOST
     extra: str  # pip install "outlast[extra]" installs the framework and the host's needs
-    package: str  # the framework's distribution (found when installed)
 
 
 KINDS: tuple[Kind, ...] = (
-    Kind("a Pydantic AI Agent", ("pydantic_ai",), "outlast.agents.pydantic_ai", "pydantic-ai",
-         "pydantic_ai"),
-    Kind("an OpenAI Agents SDK Agent", ("agents",), "outlast.agents.openai_agents",
-         "openai-agents", "agents"),
-    Kind("a compiled LangGraph graph", ("langgraph",), "outlast.agents.langgraph", "langgraph",
-         "langgraph"),
-    Kind("a Strands Agents Agent", ("strands",), "outlast.agents.strands", "strands", "strands"),
-    Kind("a Google ADK LlmAgent", ("google.adk",), "outlast.agents.adk", "adk", "google.adk"),
-    Kind("an Agno Agent", ("agno",), "outlast.agents.agno", "agno", "agno"),
-    Kind("a Microsoft Agent Framework agent", ("agent_framework",), "outlast.agents.maf", "maf",
-         "agent_framework"),
+    Kind("a Pydantic AI Agent", "pydantic_ai", "outlast.agents.pydantic_ai", "pydantic-ai"),
+    Kind("an OpenAI Agents SDK Agent", "agents", "outlast.agents.openai_agents",
+         "openai-agents"),
+    Kind("a compiled LangGraph graph", "langgraph", "outlast.agents.langgraph", "langgraph"),
+    Kind("a Strands Agents Agent", "strands", "outlast.agents.strands", "strands"),
+    Kind("a Google ADK LlmAgent", "google.adk", "outlast.agents.adk", "adk"),
+    Kind("an Agno Agent", "agno", "outlast.agents.agno", "agno"),
+    Kind("a Microsoft Agent Framework agent", "agent_framework", "outlast.agents.maf", "maf"),
 )
 
 
@@ -55,7 +51,7 @@ def accepted() -> str:
     kinds = ["an outlast Agent"]
     for kind in KINDS:
         try:
-            installed = importlib.util.find_spec(kind.package) is not None
+            installed = importlib.util.find_spec(kind.origin) is not None
         except (ImportError, ValueError):
             installed = False
         kinds.append(kind.label if installed else
@@ -66,7 +62,7 @@ def accepted() -> str:
 def _origin(obj: Any) -> Kind | None:
     modules = {getattr(cls, "__module__", "") for cls in type(obj).__mro__}
     for kind in KINDS:
-        if any(m == o or m.startswith(o + ".") for m in modules for o in kind.origins):
+        if any(m == kind.origin or m.startswith(kind.origin + ".") for m in modules):
             return kind
     return None
 

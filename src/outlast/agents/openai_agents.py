@@ -136,8 +136,7 @@ class OpenAIAgentsAgent(Agent):
                 item = pending.get(str(answer.interrupt.get("toolCallId")))
                 if item is None:
                     continue
-                reason = answer.payload.get("reason") if isinstance(
-                    answer.payload, dict) else None
+                reason = answer.reason
                 if answer.approved and answer.edited_args is None:
                     state.approve(item)
                 elif answer.approved:

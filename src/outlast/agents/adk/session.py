@@ -108,7 +108,7 @@ def to_event(m: dict[str, Any], author: str, calls: dict[str, Any], run_id: str)
 def confirmation(answer: Resolution) -> Any:
     """The ``FunctionResponse`` ADK expects for one answered confirmation."""
     meta = answer.interrupt["metadata"]
-    reason = answer.payload.get("reason") if isinstance(answer.payload, dict) else None
+    reason = answer.reason
     confirmed = answer.approved and answer.edited_args is None
     if answer.approved and not confirmed:
         reason = EDITED

@@ -160,7 +160,6 @@ class AgnoHost(Agent):
         return agent
 
     async def run(self, ctx: RunContext) -> Any:
-        _require()
         store = _Store(ctx)
         relay = Relay(ctx, store.state())
         agent = self._copy(ctx, store, relay.failures)
@@ -286,8 +285,7 @@ def _rejection(answer: Resolution) -> str | None:
     person's reason, or its own words (``agent._tools.reject_tool_call``)."""
     if answer.approved:
         return None
-    reason = answer.payload.get("reason") if isinstance(answer.payload, dict) else None
-    return str(reason) if reason else REJECTED
+    return answer.reason or REJECTED
 
 
 HOST = AgnoHost
