@@ -50,3 +50,21 @@ async def test_a_stop_ends_the_wait() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_a_call_that_ends_another_way_after_an_outage_waits_no_more() -> None:
+    """An error other than the outage (which the agent may catch and go on from) ends the
+    wait: a later outage's --storage-wait must not stop a run that is not waiting."""
+    patient = Patient()
+    tries: list[int] = []
+
+    async def start() -> None:
+        tries.append(1)
+        if len(tries) == 1:
+            raise StoreUnavailable("the store is out of reach")
+        raise LeaseLost("another process holds the run")
+
+    with pytest.raises(LeaseLost):
+        await patient(start)
+    assert len(tries) == 2
+    assert not patient.waiting

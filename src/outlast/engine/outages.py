@@ -125,16 +125,17 @@ class Patient:
 
     async def __call__(self, op: Callable[..., Awaitable[T]], *args: Any) -> T:
         delay = PROBE_EVERY
-        while True:
-            try:
-                result = await op(*args)
-            except StoreUnavailable:
-                self.waiting = True
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
+        try:
+            while True:
+                try:
+                    return await op(*args)
+                except StoreUnavailable:
+                    self.waiting = True
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+        finally:
+            # However the call ends (a result, another error, a cancel), it waits no more.
             self.waiting = False
-            return result
 
 
 async def probe(watch: OutageWatch, write: Callable[[], Awaitable[None]],

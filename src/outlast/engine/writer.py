@@ -68,7 +68,7 @@ CLOSE_GRACE = 5.0
 """Seconds a shutdown keeps retrying an outage before leaving the writes unstored."""
 
 
-def merge_snapshots(snapshots: list[SnapshotWrite]) -> SnapshotWrite:
+def merge_snapshots(snapshots: Sequence[SnapshotWrite]) -> SnapshotWrite:
     """The boundary snapshots of one commit, oldest first: the last wins, changes
     accumulate. One pass at commit time (merging at every boundary instead costs
     quadratic time in the boundaries a busy run passes between two commits)."""
@@ -130,19 +130,19 @@ class RunChannel:
 
 
 def _taken(ch: RunChannel) -> tuple[Sequence[tuple[int, int, str, str | None]],
-                                    Sequence[tuple[int, Any]], list[SnapshotWrite]]:
+                                    Sequence[tuple[int, Any]], Sequence[SnapshotWrite]]:
     """All of ``ch``'s construct changes, state entries and snapshots, its lists replaced
     only where they held something (an empty one is left in place: what the write
     carries is then a shared empty tuple, never a list the run appends to meanwhile)."""
     constructs: Sequence[tuple[int, int, str, str | None]] = ()
     states: Sequence[tuple[int, Any]] = ()
-    snapshots = ch.snapshots
+    snapshots: Sequence[SnapshotWrite] = ()
     if ch.constructs:
         constructs, ch.constructs = ch.constructs, []
     if ch.states:
         states, ch.states = ch.states, []
-    if snapshots:
-        ch.snapshots = []
+    if ch.snapshots:
+        snapshots, ch.snapshots = ch.snapshots, []
     return constructs, states, snapshots
 
 
@@ -387,9 +387,7 @@ class Writer:
                 committed.append(w)
                 if ch.committed_callbacks:
                     self._run_committed(ch)
-            for fut in ws:
-                if not fut.done():
-                    fut.set_result(None)
+            self._settle([ws])
             if ch.pending and not ch.fenced:
                 self._mark(ch)  # the rest of its backlog: next commit
         self._on_commit(committed)
@@ -443,6 +441,7 @@ class Writer:
             ch.snapshots.insert(0, w.snapshot)
         if w.finish is not None:
             ch.finish = w.finish
+        ch.usage[:0] = w.usage  # the ledger's rows go with the events they came with
         ch.waiters[:0] = waiting
         self._dirty[ch.rid] = ch
 
