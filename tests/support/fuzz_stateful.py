@@ -39,6 +39,7 @@ def run_stateful(schema: Any, base_url: str, headers: dict[str, str], agent: str
     workflow: Any = schema.as_state_machine()
     operation = schema["/agents/{agent}"]["POST"]
     thread_view = schema["/threads/{thread_id}"]["GET"]
+    answer = schema["/threads/{thread_id}/resume"]["POST"]
 
     class FromARealRun(workflow):  # type: ignore[misc]
         def setup(self) -> None:
@@ -50,14 +51,23 @@ def run_stateful(schema: Any, base_url: str, headers: dict[str, str], agent: str
                     {"id": "m1", "role": "user", "content": "go"}]})
             self._seed(case, 200)
             # And the thread as a client reads it next, with the run's question.
-            self._seed(thread_view.Case(path_parameters={"thread_id": thread}), 200)
+            view = self._seed(thread_view.Case(path_parameters={"thread_id": thread}), 200)
+            if coverage.scenarios % 2 == 0:
+                # Every other scenario starts from the question answered: its links lead
+                # to a continuation that is working (to cancel, fork, read).
+                [question] = view.json()["interrupts"]
+                self._seed(answer.Case(
+                    path_parameters={"thread_id": thread}, media_type="application/json",
+                    body={"resume": [{"interruptId": question["id"], "status": "resolved",
+                                      "payload": {"approved": True}}]}), 200)
 
-        def _seed(self, case: Any, status: int) -> None:
+        def _seed(self, case: Any, status: int) -> Any:
             response = case.call(base_url=base_url, headers=headers, timeout=30)
             assert response.status_code == status, response.text
             self.recorder.record_case(case=case)
             self.recorder.record_response(case_id=case.id, response=response)
             self._add_results_to_targets(("catch_all",), [StepOutput(response, case)])
+            return response
 
         def get_call_kwargs(self, case: Any) -> dict[str, Any]:
             return {"base_url": base_url, "headers": headers, "timeout": 60}
