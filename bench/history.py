@@ -38,7 +38,7 @@ from outlast.store import open_store
 from outlast.store.base import FinishWrite, RunWrite, StoredEvent
 
 TARGET = 1.2
-OWNER = "local"
+PRINCIPAL = "local"
 RUNS, ON_THREAD, INPUT_BYTES = 10_000, 3_000, 8_000
 
 
@@ -49,27 +49,27 @@ def grow(path: Path) -> None:
     try:
         text = json.dumps({"messages": [{"id": "m", "role": "user",
                                           "content": "x" * INPUT_BYTES}]})
-        con.execute("INSERT INTO threads (owner, id, created_at, updated_at) "
-                    "VALUES (?, 'turns', 1, 1)", (OWNER,))
+        con.execute("INSERT INTO threads (principal, id, created_at, updated_at) "
+                    "VALUES (?, 'turns', 1, 1)", (PRINCIPAL,))
         con.executemany(
-            "INSERT INTO threads (owner, id, created_at, updated_at) VALUES (?, ?, 1, 1)",
-            [(OWNER, f"old-{i}") for i in range(RUNS - ON_THREAD)])
+            "INSERT INTO threads (principal, id, created_at, updated_at) VALUES (?, ?, 1, 1)",
+            [(PRINCIPAL, f"old-{i}") for i in range(RUNS - ON_THREAD)])
         tids = dict(con.execute("SELECT id, tid FROM threads"))
         rows = [(f"turn-{i}", "turns") for i in range(ON_THREAD)]
         rows += [(f"old-run-{i}", f"old-{i}") for i in range(RUNS - ON_THREAD)]
         con.executemany(
-            "INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, "
+            "INSERT INTO runs (principal, id, tid, thread_id, agent, status, idempotency_key, "
             "fingerprint, input, options, created_at, started_at, finished_at, attempts) "
             "VALUES (?, ?, ?, ?, 'bench', 'succeeded', ?, 'f', ?, '{}', 1, 1, 2, 1)",
-            [(OWNER, run_id, tids[thread_id], thread_id, run_id, text)
+            [(PRINCIPAL, run_id, tids[thread_id], thread_id, run_id, text)
              for run_id, thread_id in rows])
         # Each earlier turn asked for an approval, answered since (an agent whose tools
         # need one raises an interrupt every turn).
         con.executemany(
             "INSERT INTO interrupts (tid, id, rid, run_id, body, status, answered_at) "
             "SELECT tid, 'approve-' || id, rid, id, '{}', 'resolved', 2 FROM runs "
-            "WHERE owner = ? AND id = ?",
-            [(OWNER, f"turn-{i}") for i in range(ON_THREAD)])
+            "WHERE principal = ? AND id = ?",
+            [(PRINCIPAL, f"turn-{i}") for i in range(ON_THREAD)])
         con.commit()
     finally:
         con.close()
@@ -106,7 +106,7 @@ class Store:
         self.turn += 1
         run_id = f"{self.name}-{self.turn}"
         t0 = time.perf_counter()
-        admitted = await engine.admit(OWNER, "bench", bench_input("turns", run_id, 10),
+        admitted = await engine.admit(PRINCIPAL, "bench", bench_input("turns", run_id, 10),
                                       RunOptions())
         t1 = time.perf_counter()
         run = started_run(admitted)

@@ -45,19 +45,19 @@ class Unauthorized(OutlastError):
 
 
 class NotFound(OutlastError):
-    """A resource does not exist for this owner (existence never leaks)."""
+    """A resource does not exist for this principal (existence never leaks)."""
 
     code = "not_found"
 
 
 class RunNotFound(NotFound):
-    """No run with this id for this owner."""
+    """No run with this id for this principal."""
 
     code = "run_not_found"
 
 
 class ThreadNotFound(NotFound):
-    """No thread with this id for this owner."""
+    """No thread with this id for this principal."""
 
     code = "thread_not_found"
 
@@ -189,7 +189,7 @@ class HistoryDiverged(OutlastError):
 
 
 class ThreadIdConflict(OutlastError):
-    """The owner already has a thread with the id a new thread (a fork) asks for."""
+    """The principal already has a thread with the id a new thread (a fork) asks for."""
 
     code = "thread_id_conflict"
 

@@ -54,7 +54,7 @@ def about_run(run_id: str, thread_id: str, attempt: int, principal: str
 def of_run(run: Any) -> dict[str, object]:
     """``extra=`` for a line about a run (a ``RunRecord``) logged outside its execution."""
     return {"run_id": run.id, "thread_id": run.thread_id, "attempt": run.attempts,
-            "principal": run.owner}
+            "principal": run.principal}
 
 
 class RunFields(logging.Filter):

@@ -102,12 +102,12 @@ async def test_sigterm_stops_at_a_boundary_and_the_restart_resumes_at_once(
     assert stopped_in < 10, stopped_in  # the drain waits for the tool, not for a timeout
 
     # The tool that was running finished, the run stopped at the boundary after it and
-    # gave its lease up: no owner, and the attempt does not count as a crash.
-    status, owner, attempts, last_seq = sqlite_row(
-        data_dir, "SELECT status, lease_owner, attempts, last_seq FROM runs "
+    # gave its lease up: no holder, and the attempt does not count as a crash.
+    status, holder, attempts, last_seq = sqlite_row(
+        data_dir, "SELECT status, lease_holder, attempts, last_seq FROM runs "
         "JOIN run_seqs USING (rid) WHERE id = ?",
         run_id) or ()
-    assert (status, owner, attempts) == ("running", None, 0)
+    assert (status, holder, attempts) == ("running", None, 0)
     assert sqlite_row(data_dir, "SELECT e.status FROM effects e JOIN runs r ON r.rid = e.rid "
                       "WHERE r.id = ? AND e.key = 'step-2'", run_id) == ("completed",)
     assert sqlite_row(data_dir, "SELECT e.boundary FROM events e JOIN runs r ON r.rid = e.rid "

@@ -2,7 +2,7 @@
 and idempotency record belongs to exactly one of them.
 
 One real ``outlast serve --tokens-file`` serves the whole module. The matrix is
-every endpoint x {owner, other principal, no token, bad token}; a refused request
+every endpoint x {the thread's principal, another principal, no token, bad token}; a refused request
 and everything the other principal tries change nothing, which is checked by
 dumping every row of the SQLite store before and after each request.
 """
@@ -33,7 +33,7 @@ alice:tok-alice
 bob:tok-bob
   carol : tok:with:colons  
 """  # noqa: W291 - the surrounding blanks are part of what the parser must accept
-OWNER = {"Authorization": "Bearer tok-alice"}
+ALICE = {"Authorization": "Bearer tok-alice"}
 OTHER = {"Authorization": "Bearer tok-bob"}
 # Everything that is not a token of a principal.
 BAD_AUTH: list[dict[str, Any]] = [
@@ -63,8 +63,8 @@ class World:
     def client(self, headers: dict[str, Any] | None = None) -> httpx.Client:
         return httpx.Client(base_url=self.server.url, headers=headers or {}, timeout=30)
 
-    def dump(self, owner: str | None = None) -> dict[str, list[tuple[Any, ...]]]:
-        return dump_store(self.server.data_dir, owner)
+    def dump(self, principal: str | None = None) -> dict[str, list[tuple[Any, ...]]]:
+        return dump_store(self.server.data_dir, principal)
 
 
 def sse(c: httpx.Client, method: str, url: str, **kwargs: Any) -> tuple[httpx.Response,
@@ -85,7 +85,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     server.start()
     w = World(server)
     try:
-        with w.client(OWNER) as c:
+        with w.client(ALICE) as c:
             ask = demo_input(w.ask_thread, w.ask_run, "please deploy", steps=1, approve_at=[1],
                              step_delay_ms=10)
             done = demo_input(w.done_thread, w.done_run, "tidy up", steps=1, step_delay_ms=10)
@@ -184,7 +184,7 @@ def test_another_principal_is_told_exactly_what_a_missing_resource_says(
         return
     # The same status, headers and body as for an id nobody ever used (ids swapped).
     missing = f"missing-{uuid.uuid4().hex[:8]}"
-    with world.client(OWNER) as c:
+    with world.client(ALICE) as c:
         expected, _ = endpoint.request(world, c, thread=missing, run=missing)
     assert expected.status_code == 404
     assert r.text == expected.text.replace(missing, world.ask_thread if "thread" in
@@ -203,7 +203,7 @@ def test_tokens_file_lines_map_to_principals(world: World) -> None:
 
 
 def test_thread_cursors_are_opaque_and_refused_to_another_principal(world: World) -> None:
-    with world.client(OWNER) as c:
+    with world.client(ALICE) as c:
         first = c.get("/threads", params={"limit": 1}).json()
         cursor = first["nextCursor"]
         assert cursor is not None
@@ -246,7 +246,7 @@ def test_an_idempotent_retry_under_another_principal_starts_its_own_run(world: W
         assert [f.event for f in again] == [f.event for f in frames]
         assert c.get(f"/runs/{world.done_run}").json()["status"] == "succeeded"
     assert world.dump("alice") == alice_before
-    with world.client(OWNER) as c:
+    with world.client(ALICE) as c:
         thread = c.get(f"/threads/{world.done_thread}").json()
         runs = c.get(f"/threads/{world.done_thread}/runs").json()["runs"]
     assert "something else" not in json.dumps(thread)
@@ -256,7 +256,7 @@ def test_an_idempotent_retry_under_another_principal_starts_its_own_run(world: W
 def test_another_principal_never_meets_a_conflict_on_ids_the_owner_uses(world: World) -> None:
     thread = f"t-busy-{uuid.uuid4().hex[:6]}"
     busy = demo_input(thread, f"{thread}-run", steps=3, step_delay_ms=400)
-    with world.client(OWNER) as alice, world.client(OTHER) as bob:
+    with world.client(ALICE) as alice, world.client(OTHER) as bob:
         with alice.stream("POST", "/agents/demo", json=busy) as live:
             assert live.status_code == 200
             assert alice.get(f"/runs/{busy['runId']}").json()["status"] in ("queued",
@@ -279,8 +279,8 @@ def test_another_principal_never_meets_a_conflict_on_ids_the_owner_uses(world: W
 
 
 def test_the_owner_reaches_everything(world: World) -> None:
-    """Last: the owner's answers, including the ones that change data."""
-    with world.client(OWNER) as c:
+    """Last: the principal's own answers, including the ones that change data."""
+    with world.client(ALICE) as c:
         statuses = {}
         for endpoint in MATRIX:
             thread = world.done_thread if endpoint.method == "DELETE" else None

@@ -161,7 +161,7 @@ async def test_a_run_claimed_without_a_start_gets_run_started_from_its_execution
     await engine.start()
     try:
         await engine.store.admit(AdmitRequest(
-            owner="alice", thread_id="t6", run_id="r6", agent="steps", key="r6",
+            principal="alice", thread_id="t6", run_id="r6", agent="steps", key="r6",
             fingerprint="f", input_json=json.dumps(body("t6", "r6", steps=1)),
             options_json="{}", multitask="reject", resume=[], has_new_input=True,
             title=None, now=time.time(), claim_instance="gone", claim_ttl=-60.0,
@@ -262,7 +262,7 @@ async def test_a_transaction_body_run_in_a_thread_may_await_only_its_connection(
     engine = Engine(Settings(data_dir=tmp_path), store, {"steps": Steps()})
     try:
         async def suspends(c: Any) -> None:
-            await c.run("thread_insert", owner="alice", id="tx", title=None, now=1.0)
+            await c.run("thread_insert", principal="alice", id="tx", title=None, now=1.0)
             await asyncio.sleep(0)  # not the connection: refused, and nothing is kept
 
         with pytest.raises(RuntimeError, match="awaited something other than its connection"):
@@ -315,7 +315,7 @@ def _admit_request(engine: Engine, thread_id: str, run_id: str) -> Any:
     from outlast.store.base import AdmitRequest
 
     b = body(thread_id, run_id)
-    return AdmitRequest(owner="alice", thread_id=thread_id, run_id=run_id, agent="steps",
+    return AdmitRequest(principal="alice", thread_id=thread_id, run_id=run_id, agent="steps",
                         key=run_id, fingerprint=fingerprint("steps", b), input_json=dumps(b),
                         options_json="{}", multitask="reject", resume=[], has_new_input=True,
                         title=None, now=time.time())

@@ -29,7 +29,7 @@ EXPECTED_SCANS = {
     "constructs_close_batch": {"SCAN j VIRTUAL TABLE INDEX 1:", "SCAN b"},  # the rows given
     "events_frames_after": {"SCAN (subquery-1)"},  # the page just read
     "messages_start_batch": {"SCAN r", "SCAN r VIRTUAL TABLE INDEX 1:"},  # the ids given
-    "owner_lock": {"SCAN CONSTANT ROW"},  # reads nothing: the writer serializes already
+    "principal_lock": {"SCAN CONSTANT ROW"},  # reads nothing: the writer serializes already
     "runs_fence_append": {"SCAN CONSTANT ROW", "SCAN b"},  # the commit's own rows
 }
 _INDEX = re.compile(r"USING (?:COVERING )?INDEX (\w+)")
@@ -108,9 +108,9 @@ async def test_postgres_answers_a_turn_from_the_live_rows(pg_url: str) -> None:
     con = await asyncpg.connect(pg_url)
     try:
         await con.execute(
-            "INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('o', 't', 1, 1)")
+            "INSERT INTO threads (principal, id, created_at, updated_at) VALUES ('o', 't', 1, 1)")
         await con.execute(
-            "INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, "
+            "INSERT INTO runs (principal, id, tid, thread_id, agent, status, idempotency_key, "
             "fingerprint, input, options, created_at) "
             "SELECT 'o', 'r' || g, (SELECT tid FROM threads), 't', 'demo', 'succeeded', "
             "'r' || g, 'f', repeat('x', 2000), '{}', 1 FROM generate_series(1, 20000) g")

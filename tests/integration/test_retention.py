@@ -33,7 +33,7 @@ from tests.support.inprocess import in_process_server
 from tests.support.runs import run_record, uid
 from tests.support.server import collect, demo_input, wait_for
 
-OWNER = "alice"
+PRINCIPAL = "alice"
 TTL = 30.0
 
 
@@ -56,7 +56,7 @@ async def finished_run(store: SqlStore, thread_id: str, run_id: str,
     """A run that wrote ``bodies`` as its log and a snapshot, then succeeded."""
     body = json.dumps({"threadId": thread_id, "runId": run_id})
     result = await store.admit(AdmitRequest(
-        owner=OWNER, thread_id=thread_id, run_id=run_id, agent="demo", key=run_id,
+        principal=PRINCIPAL, thread_id=thread_id, run_id=run_id, agent="demo", key=run_id,
         fingerprint=body, input_json=body, options_json="{}", multitask="reject", resume=[],
         has_new_input=True, title=None, now=time.time()))
     [run] = await store.claim_queued("me", TTL, 10)

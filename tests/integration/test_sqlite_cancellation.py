@@ -17,7 +17,7 @@ def admission(run: str) -> AdmitRequest:
     payload = {"threadId": run, "runId": run,
                "messages": [{"id": f"u-{run}", "role": "user", "content": "go"}]}
     return AdmitRequest(
-        owner="owner", thread_id=run, run_id=run, agent="demo", key=run, fingerprint=run,
+        principal="alice", thread_id=run, run_id=run, agent="demo", key=run, fingerprint=run,
         input_json=json.dumps(payload), options_json="{}", multitask="reject", resume=[],
         has_new_input=True, title=None, now=time.time(), claim_instance="me",
         claim_ttl=30.0, claim_limit=1, claim_start=True)
@@ -30,7 +30,7 @@ async def test_cancelled_reads_and_writes_leave_every_connection_usable(tmp_path
     failures: list[BaseException] = []
     try:
         for round_ in range(300):
-            tasks = [asyncio.create_task(store.list_threads("owner", None, 10, None))
+            tasks = [asyncio.create_task(store.list_threads("alice", None, 10, None))
                      for _ in range(3)]
             tasks.append(asyncio.create_task(store.prune(0.0)))
             # Admissions wait for the writer in a group: a caller gone leaves the rest.
@@ -49,10 +49,10 @@ async def test_cancelled_reads_and_writes_leave_every_connection_usable(tmp_path
         # Both the writer and the reader still work afterwards, and every admission
         # either committed whole (its run started) or left nothing.
         await store.prune(0.0)
-        threads = (await store.list_threads("owner", None, 1000, None)).threads
+        threads = (await store.list_threads("alice", None, 1000, None)).threads
         assert threads
         for thread in threads:
-            run = await store.get_run("owner", thread.id)
+            run = await store.get_run("alice", thread.id)
             assert run is not None and run.last_seq == 1
     finally:
         await store.close()

@@ -55,7 +55,7 @@ def request(thread: str, run: str, key: str | None = None, body: str = "hi") -> 
     payload = {"threadId": thread, "runId": run,
                "messages": [{"id": f"u-{run}", "role": "user", "content": body}]}
     return AdmitRequest(
-        owner="o", thread_id=thread, run_id=run, agent="demo", key=key or run,
+        principal="o", thread_id=thread, run_id=run, agent="demo", key=key or run,
         fingerprint=f"{thread}:{run}:{body}", input_json=json.dumps(payload),
         options_json="{}", multitask="enqueue", resume=[], has_new_input=True, title=None,
         now=time.time(), claim_instance="me", claim_ttl=30.0, claim_limit=1,

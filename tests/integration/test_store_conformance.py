@@ -56,7 +56,7 @@ from outlast.store.sql import migrations
 from outlast.store.sqlite import SQLiteStore
 from outlast.store.sqlstore import SqlStore
 
-OWNER = "alice"
+PRINCIPAL = "alice"
 TTL = 30.0
 
 
@@ -103,10 +103,10 @@ async def peer(backend: tuple[str, str], store: SqlStore) -> AsyncIterator[SqlSt
 def request(thread: str = "t1", run: str = "r1", *, key: str | None = None,
             body: str = "hello", multitask: Multitask = "reject",
             resume: list[ResumeAnswer] | None = None, new_input: bool = True,
-            owner: str = OWNER, now: float | None = None) -> AdmitRequest:
+            principal: str = PRINCIPAL, now: float | None = None) -> AdmitRequest:
     payload = {"threadId": thread, "runId": run, "text": body}
     return AdmitRequest(
-        owner=owner, thread_id=thread, run_id=run, agent="demo", key=key or run,
+        principal=principal, thread_id=thread, run_id=run, agent="demo", key=key or run,
         fingerprint=f"fp:{thread}:{run}:{body}", input_json=json.dumps(payload),
         options_json=json.dumps({"multitask": multitask}), multitask=multitask,
         resume=resume or [], has_new_input=new_input, title=f"title {thread}",
@@ -176,12 +176,12 @@ async def test_admission_creates_a_queued_run_on_a_new_busy_thread(store: SqlSto
     assert (run.status, run.id, run.thread_id, run.agent) == ("queued", "r1", "t1", "demo")
     assert run.attempts == 0 and run.last_seq == 0 and not run.cancel_requested
     assert run.input == {"threadId": "t1", "runId": "r1", "text": "hello"}
-    thread = await store.get_thread(OWNER, "t1")
+    thread = await store.get_thread(PRINCIPAL, "t1")
     assert thread is not None and thread.status == "busy" and thread.title == "title t1"
     assert thread.tid == run.tid
     assert await store.get_thread("mallory", "t1") is None
     # Every read of a run but a claim's leaves its input out (it may be megabytes).
-    assert (await store.get_run(OWNER, "r1")) == run.without_input()
+    assert (await store.get_run(PRINCIPAL, "r1")) == run.without_input()
     assert await store.get_run("mallory", "r1") is None
     assert (await store.get_run_by_rid(run.rid)) == run.without_input()
     assert [r.id for r in await store.active_runs(run.tid)] == ["r1"]
@@ -208,7 +208,7 @@ async def test_a_run_id_used_by_another_request_is_refused(store: SqlStore) -> N
         await store.admit(request("t2", "r1", key="k2"))
     assert err.value.fields["runId"] == "r1"
     # Nothing of the refused request stays behind.
-    assert await store.get_thread(OWNER, "t2") is None
+    assert await store.get_thread(PRINCIPAL, "t2") is None
 
 
 async def test_a_busy_thread_rejects_another_request(store: SqlStore) -> None:
@@ -216,7 +216,7 @@ async def test_a_busy_thread_rejects_another_request(store: SqlStore) -> None:
     with pytest.raises(RunAlreadyActive) as err:
         await store.admit(request("t1", "r2"))
     assert err.value.fields["activeRunId"] == "r1"
-    assert await store.get_run(OWNER, "r2") is None
+    assert await store.get_run(PRINCIPAL, "r2") is None
 
 
 async def test_enqueue_admits_a_queued_run_behind_the_active_one(store: SqlStore) -> None:
@@ -256,7 +256,7 @@ async def test_concurrent_different_requests_on_one_thread_admit_one(
 
     outcomes = await asyncio.gather(*(attempt(i) for i in range(len(handles))))
     assert sorted(outcomes).count("admitted") == 1
-    thread = await store.get_thread(OWNER, "t1")
+    thread = await store.get_thread(PRINCIPAL, "t1")
     assert thread is not None
     assert len(await store.active_runs(thread.tid)) == 1
 
@@ -269,7 +269,7 @@ async def test_pending_interrupts_are_answered_exactly_once(store: SqlStore) -> 
     done = await finish(store, run, "interrupted",
                         interrupts=[interrupt("i-b"), interrupt("i-a")])
     assert done.status == "interrupted"
-    thread = await store.get_thread(OWNER, "t1")
+    thread = await store.get_thread(PRINCIPAL, "t1")
     assert thread is not None and thread.status == "interrupted"
     pending = await store.interrupts(tid=run.tid, pending=True)
     assert [i.id for i in pending] == ["i-b", "i-a"]  # in the order raised
@@ -294,7 +294,7 @@ async def test_pending_interrupts_are_answered_exactly_once(store: SqlStore) -> 
     assert set(answered) == {"i-a", "i-b"}
     assert answered["i-a"].status == "resolved" and answered["i-b"].status == "cancelled"
     assert answered["i-a"].resolution == {"status": "resolved", "payload": {"approved": True}}
-    assert answered["i-a"].answered_by == OWNER
+    assert answered["i-a"].answered_by == PRINCIPAL
     assert answered["i-a"].continuation_rid == cont.run.rid
     assert await store.interrupts(tid=run.tid, pending=True) == []
     # Without the flag: every interrupt of the thread, answered ones included.
@@ -346,12 +346,12 @@ async def test_claim_queued_starts_the_oldest_run_of_each_thread_only(store: Sql
     b1 = (await store.admit(request("tb", "b1"))).run
     claimed = await store.claim_queued("A", TTL, 10)
     assert [r.id for r in claimed] == ["a1", "b1"]
-    assert all(r.status == "running" and r.lease_owner == "A" and r.attempts == 1
+    assert all(r.status == "running" and r.lease_holder == "A" and r.attempts == 1
                and r.started_at is not None for r in claimed)
     assert await store.claim_queued("B", TTL, 10) == []  # one running run per thread
     await finish(store, a1)
     assert [r.id for r in await store.claim_queued("B", TTL, 10)] == ["a2"]
-    assert (await store.get_run_by_rid(b1.rid)).lease_owner == "A"  # type: ignore[union-attr]
+    assert (await store.get_run_by_rid(b1.rid)).lease_holder == "A"  # type: ignore[union-attr]
     assert a2.rid > a1.rid
 
 
@@ -360,7 +360,7 @@ async def test_admission_can_start_the_run_it_creates_in_the_same_transaction(
     claim = {"claim_instance": "A", "claim_ttl": TTL, "claim_limit": 1}
     first = await store.admit(replace(request("ta", "a1"), **claim))
     assert first.created and [r.id for r in first.claimed] == ["a1"]
-    assert first.run.status == "running" and first.run.lease_owner == "A"
+    assert first.run.status == "running" and first.run.lease_holder == "A"
     assert first.run.attempts == 1
     # The thread's next run must wait for it: admission claims only what claim_queued
     # would (the oldest queued run of a thread with none running).
@@ -374,7 +374,7 @@ async def test_admission_can_start_the_run_it_creates_in_the_same_transaction(
     again = await store.admit(replace(request("tb", "b1"), **claim))
     assert not again.created and again.claimed == [] and again.run.status == "queued"
     assert [r.id for r in await store.claim_queued("B", TTL, 10)] == ["b1"]
-    thread = await store.get_thread(OWNER, "ta")
+    thread = await store.get_thread(PRINCIPAL, "ta")
     assert thread is not None and thread.status == "busy"
 
 
@@ -511,7 +511,7 @@ async def test_expired_leases_are_taken_over_once(store: SqlStore, peer: SqlStor
     [claimed] = await store.claim_queued("A", -60.0, 10)  # expired, past the margin
     assert await store.claim_expired("B", TTL, 10, all_foreign=False) != []
     taken = await store.get_run_by_rid(run.rid)
-    assert taken is not None and taken.lease_owner == "B" and taken.attempts == 2
+    assert taken is not None and taken.lease_holder == "B" and taken.attempts == 2
     assert claimed.attempts == 1
     # B's lease is fresh: nobody takes it over without all_foreign.
     assert await peer.claim_expired("C", TTL, 10) == []
@@ -540,10 +540,10 @@ async def test_renew_and_release_leases(store: SqlStore) -> None:
     [state] = await store.renew_leases("A", TTL)
     assert state.cancel_requested
     await store.release_lease(run.rid, "A", attempt=2)  # wrong attempt: no effect
-    assert (await store.get_run_by_rid(run.rid)).lease_owner == "A"  # type: ignore[union-attr]
+    assert (await store.get_run_by_rid(run.rid)).lease_holder == "A"  # type: ignore[union-attr]
     await store.release_lease(run.rid, "A", attempt=1)
     released = await store.get_run_by_rid(run.rid)
-    assert released is not None and released.lease_owner is None and released.attempts == 0
+    assert released is not None and released.lease_holder is None and released.attempts == 0
     assert released.status == "running"
     assert await store.renew_leases("A", TTL) == []
     # A released run is taken over at once, without waiting for a TTL.
@@ -570,14 +570,14 @@ async def test_an_expired_lease_counts_as_an_attempt_and_is_taken_over_at_once(
     run = await admit_running(store, instance="A")
     await store.expire_lease(run.rid, "A", attempt=2)  # not this attempt: no effect
     await store.expire_lease(run.rid, "B", attempt=1)  # not the holder: no effect
-    assert (await store.get_run_by_rid(run.rid)).lease_owner == "A"  # type: ignore[union-attr]
+    assert (await store.get_run_by_rid(run.rid)).lease_holder == "A"  # type: ignore[union-attr]
     await store.expire_lease(run.rid, "A", attempt=1)
     given_up = await store.get_run_by_rid(run.rid)
-    assert given_up is not None and given_up.lease_owner is None
+    assert given_up is not None and given_up.lease_holder is None
     assert given_up.status == "running" and given_up.attempts == 1
     assert await store.renew_leases("A", TTL) == []
     [taken] = await store.claim_expired("A", TTL, 10)
-    assert taken.rid == run.rid and taken.attempts == 2 and taken.lease_owner == "A"
+    assert taken.rid == run.rid and taken.attempts == 2 and taken.lease_holder == "A"
 
 
 # -- writing runs ---------------------------------------------------------------
@@ -777,7 +777,7 @@ async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
                                                                 ("m3", "between")]
     assert snap.state == {"todos": [1]} and snap.session_state == {"k": 1}  # kept
     assert snap.as_of_seq == 3
-    thread = await store.get_thread(OWNER, "t1")
+    thread = await store.get_thread(PRINCIPAL, "t1")
     assert thread is not None and (thread.as_of_run, thread.as_of_seq) == ("r1", 3)
     # A fenced write changes no snapshot either.
     await store.write([RunWrite(
@@ -790,7 +790,7 @@ async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
         await store.get_snapshot(run.tid + 1000)
 
     # Admission checks a new run's resent messages: it is handed those the thread
-    # holds with the ids asked for (none of another owner's), and a check that raises
+    # holds with the ids asked for (none of another principal's), and a check that raises
     # refuses the request whole.
     seen: list[list[tuple[str, str]]] = []
 
@@ -809,8 +809,8 @@ async def test_snapshots_write_only_what_changed(store: SqlStore) -> None:
     with pytest.raises(HistoryDiverged):
         await store.admit(replace(request("t1", "r3"), resent=["m3", "m2"],
                                   check_history=check))
-    assert seen[-1] == [("m3", "between")] and await store.get_run(OWNER, "r3") is None
-    await store.admit(replace(request("t1", "x1", owner="someone-else"), resent=["m1"],
+    assert seen[-1] == [("m3", "between")] and await store.get_run(PRINCIPAL, "r3") is None
+    await store.admit(replace(request("t1", "x1", principal="someone-else"), resent=["m1"],
                               check_history=check))
     assert seen[-1] == []
 
@@ -820,15 +820,15 @@ async def test_finishing_ends_the_run_and_frees_the_thread(store: SqlStore) -> N
     await append(store, run, 2)
     done = await finish(store, run, "succeeded")
     assert done.status == "succeeded" and done.finished_at is not None
-    assert done.lease_owner is None and done.last_seq == 3
+    assert done.lease_holder is None and done.last_seq == 3
     assert done.outcome == {"type": "success"}
-    thread = await store.get_thread(OWNER, "t1")
+    thread = await store.get_thread(PRINCIPAL, "t1")
     assert thread is not None and thread.status == "idle"
     assert await store.active_runs(run.tid) == []
     assert await store.renew_leases("A", TTL) == []
     failed = await admit_running(store, "t1", "r2")
     await finish(store, failed, "failed")
-    assert (await store.get_thread(OWNER, "t1")).status == "error"  # type: ignore[union-attr]
+    assert (await store.get_thread(PRINCIPAL, "t1")).status == "error"  # type: ignore[union-attr]
 
 
 async def test_cancel_requests_and_queued_cancels(store: SqlStore) -> None:
@@ -846,7 +846,7 @@ async def test_cancel_requests_and_queued_cancels(store: SqlStore) -> None:
         [(1, True), (2, True)]
     # A run that already started is not a queued cancel: its lease holder ends it.
     assert not await store.cancel_queued(running.rid, ["{}"], outcome)
-    assert (await store.get_thread(OWNER, "t1")).status == "busy"  # type: ignore[union-attr]
+    assert (await store.get_thread(PRINCIPAL, "t1")).status == "busy"  # type: ignore[union-attr]
     done = await finish(store, running, "cancelled")
     assert (await store.request_cancel(done.rid)).cancel_requested is False  # type: ignore[union-attr]
     assert await store.request_cancel(10_000_000) is None
@@ -886,16 +886,16 @@ async def test_deleting_a_thread_needs_it_idle(store: SqlStore) -> None:
     run = await admit_running(store)
     await append(store, run, 2)
     with pytest.raises(ThreadBusy):
-        await store.delete_thread(OWNER, "t1")
+        await store.delete_thread(PRINCIPAL, "t1")
     await finish(store, run)
     with pytest.raises(ThreadNotFound):
         await store.delete_thread("mallory", "t1")
-    await store.delete_thread(OWNER, "t1")
-    assert await store.get_thread(OWNER, "t1") is None
-    assert await store.get_run(OWNER, "r1") is None
+    await store.delete_thread(PRINCIPAL, "t1")
+    assert await store.get_thread(PRINCIPAL, "t1") is None
+    assert await store.get_run(PRINCIPAL, "r1") is None
     assert await store.read_events(run.rid, 0, 10) == []
     with pytest.raises(ThreadNotFound):
-        await store.delete_thread(OWNER, "t1")
+        await store.delete_thread(PRINCIPAL, "t1")
     # The key is free again with its thread gone.
     assert (await store.admit(request("t1", "r1"))).created
 
@@ -904,19 +904,19 @@ async def test_threads_list_newest_first_by_status_and_page(store: SqlStore) -> 
     base = time.time() - 100  # admitted in the past, in order
     for i in range(5):
         await store.admit(request(f"t{i}", f"r{i}", now=base + i))
-    await store.admit(request("other", "x1", owner="bob"))
+    await store.admit(request("other", "x1", principal="bob"))
     [r0] = await store.claim_queued("A", TTL, 1)
     await finish(store, r0)  # t0 idle, touched last
-    listed = (await store.list_threads(OWNER, None, 10, None)).threads
+    listed = (await store.list_threads(PRINCIPAL, None, 10, None)).threads
     assert [t.id for t in listed] == ["t0", "t4", "t3", "t2", "t1"]
-    assert [t.id for t in (await store.list_threads(OWNER, "busy", 10, None)).threads] == \
+    assert [t.id for t in (await store.list_threads(PRINCIPAL, "busy", 10, None)).threads] == \
         ["t4", "t3", "t2", "t1"]
-    assert [t.id for t in (await store.list_threads(OWNER, "idle", 10, None)).threads] == \
+    assert [t.id for t in (await store.list_threads(PRINCIPAL, "idle", 10, None)).threads] == \
         ["t0"]
-    assert await store.list_threads(OWNER, "error", 10, None) == ThreadPage([], None)
-    page1 = await store.list_threads(OWNER, None, 2, None)
-    page2 = await store.list_threads(OWNER, None, 2, page1.next_cursor)
-    page3 = await store.list_threads(OWNER, None, 2, page2.next_cursor)
+    assert await store.list_threads(PRINCIPAL, "error", 10, None) == ThreadPage([], None)
+    page1 = await store.list_threads(PRINCIPAL, None, 2, None)
+    page2 = await store.list_threads(PRINCIPAL, None, 2, page1.next_cursor)
+    page3 = await store.list_threads(PRINCIPAL, None, 2, page2.next_cursor)
     assert [t.id for t in page1.threads + page2.threads + page3.threads] == \
         ["t0", "t4", "t3", "t2", "t1"]
     assert page3.next_cursor is None  # the last page says so
@@ -928,11 +928,11 @@ async def test_thread_pages_are_complete_and_disjoint_with_equal_times(
     for i in range(7):  # one instant for all: the thread id breaks the ties
         await store.admit(request(f"t{i}", f"r{i}", now=now))
     for i in range(3):
-        await store.admit(request(f"b{i}", f"x{i}", owner="bob", now=now + 1))
+        await store.admit(request(f"b{i}", f"x{i}", principal="bob", now=now + 1))
     seen: list[str] = []
     cursor = None
     for _ in range(10):
-        page = await store.list_threads(OWNER, None, 3, cursor)
+        page = await store.list_threads(PRINCIPAL, None, 3, cursor)
         assert len(page.threads) <= 3
         seen += [t.id for t in page.threads]
         cursor = page.next_cursor
@@ -945,33 +945,33 @@ async def test_thread_pages_are_complete_and_disjoint_with_equal_times(
 async def test_thread_cursors_are_opaque_and_owner_scoped(store: SqlStore) -> None:
     for i in range(3):
         await store.admit(request(f"t{i}", f"r{i}"))
-        await store.admit(request(f"b{i}", f"x{i}", owner="bob"))
-    alice = await store.list_threads(OWNER, None, 1, None)
+        await store.admit(request(f"b{i}", f"x{i}", principal="bob"))
+    alice = await store.list_threads(PRINCIPAL, None, 1, None)
     bob = await store.list_threads("bob", None, 1, None)
     assert alice.next_cursor is not None and bob.next_cursor is not None
-    # Nothing internal in it: no tid, only the owner's own thread id and time.
+    # Nothing internal in it: no tid, only the principal's own thread id and time.
     decoded = json.loads(base64.urlsafe_b64decode(alice.next_cursor + "=="))
     assert decoded[:2] == [alice.threads[0].updated_at, alice.threads[0].id]
-    assert len(decoded) == 3 and isinstance(decoded[2], str)  # and an owner tag
-    # Another owner's cursor is refused, never a view of that owner's threads.
+    assert len(decoded) == 3 and isinstance(decoded[2], str)  # and a principal tag
+    # Another principal's cursor is refused, never a view of that principal's threads.
     with pytest.raises(InvalidRequest):
         await store.list_threads("bob", None, 10, alice.next_cursor)
     with pytest.raises(InvalidRequest):
-        await store.list_threads(OWNER, None, 10, bob.next_cursor)
+        await store.list_threads(PRINCIPAL, None, 10, bob.next_cursor)
     forged = base64.urlsafe_b64encode(json.dumps(
         [alice.threads[0].updated_at, alice.threads[0].id, "0" * 16]).encode()).decode()
     for garbage in ("abc", "!!!!", "", "e30", forged, alice.next_cursor[:-2],
                     base64.urlsafe_b64encode(b"[1e999, \"t1\", \"x\"]").decode()):
         with pytest.raises(InvalidRequest):
-            await store.list_threads(OWNER, None, 10, garbage or "=")
-    rest = await store.list_threads(OWNER, None, 10, alice.next_cursor)
+            await store.list_threads(PRINCIPAL, None, 10, garbage or "=")
+    rest = await store.list_threads(PRINCIPAL, None, 10, alice.next_cursor)
     assert [t.id for t in alice.threads + rest.threads] == ["t2", "t1", "t0"]
 
 
 async def test_runs_list_newest_first_and_page(store: SqlStore) -> None:
     for i in range(5):
         await store.admit(request("t1", f"r{i}", multitask="enqueue"))
-    thread = await store.get_thread(OWNER, "t1")
+    thread = await store.get_thread(PRINCIPAL, "t1")
     assert thread is not None
     page1 = await store.list_runs(thread.tid, 2, None)
     page2 = await store.list_runs(thread.tid, 2, page1[-1].rid)

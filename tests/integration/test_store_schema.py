@@ -145,7 +145,7 @@ async def test_both_backends_migrate_to_the_same_schema(tmp_path: Path, pg_url: 
     # overflow pages, and what the fence reads of a running run in an index of its
     # own; PostgreSQL keeps last_seq in the row.
     assert lite["indexes"].pop("runs_fence") == \
-        ("runs", ("rid", "lease_owner", "attempts", "status"), False, True)
+        ("runs", ("rid", "lease_holder", "attempts", "status"), False, True)
     assert lite["tables"] == sorted(pg["tables"] + ["run_seqs"])
     assert lite["columns"].pop("run_seqs") == {"rid": ("integer", True),
                                                "last_seq": ("integer", True)}
@@ -279,7 +279,7 @@ async def test_a_version_7_sqlite_file_keeps_every_runs_last_seq(tmp_path: Path)
         assert con.execute("SELECT DISTINCT length(input) FROM runs").fetchall() == [(40_000,)]
         con.execute("PRAGMA foreign_keys = ON")
         con.execute(
-            "INSERT INTO runs (rid, owner, id, tid, thread_id, agent, status, "
+            "INSERT INTO runs (rid, principal, id, tid, thread_id, agent, status, "
             "idempotency_key, fingerprint, input, options, created_at) "
             "VALUES (4, 'o', 'r4', 1, 't', 'demo', 'queued', 'r4', 'f', '{}', '{}', 1)")
         con.execute("DELETE FROM runs WHERE rid = 2")
@@ -303,10 +303,10 @@ async def test_a_postgres_run_record_stays_narrow_whatever_its_input(pg_url: str
     con = await asyncpg.connect(pg_url)
     try:
         await con.execute(
-            "INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('o', 't', 1, 1)")
+            "INSERT INTO threads (principal, id, created_at, updated_at) VALUES ('o', 't', 1, 1)")
         for run_id, text in (("long", history), ("short", '{"messages": []}')):
             await con.execute(
-                "INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, "
+                "INSERT INTO runs (principal, id, tid, thread_id, agent, status, idempotency_key, "
                 "fingerprint, input, options, created_at) VALUES ('o', $1, "
                 "(SELECT tid FROM threads), 't', 'demo', 'running', $1, 'f', $2, '{}', 1)",
                 run_id, text)
@@ -404,5 +404,84 @@ async def test_a_version_11_postgres_database_gets_each_runs_protocol_version(
     await store.open()
     try:
         await _versions_and_inputs(store)
+    finally:
+        await store.close()
+
+
+# Version 15 renames columns (owner -> principal, lease_owner -> lease_holder): a thread, a
+# running run with its lease, an idempotency key and a usage row written under version 14
+# read the same after it.
+V14_ROWS = [
+    "INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('alice', 't', 1, 1)",
+    "INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint, "
+    "input, options, created_at, lease_owner, lease_expires_at, attempts) VALUES ('alice', 'r', "
+    "1, 't', 'demo', 'running', 'k', 'f', '{}', '{}', 1, 'gone-process', 5, 1)",
+    "INSERT INTO token_usage (rid, owner, thread_id, run_id, attempt, at, provider, model, "
+    "input_tokens, output_tokens, total_tokens, reasoning_tokens, cached_tokens) "
+    "VALUES (1, 'alice', 't', 'r', 1, 2, 'p', 'm', 3, 4, 7, 0, 0)",
+]
+
+
+async def _v14_rows_read_the_same(store: Any) -> None:
+    run = await store.get_run("alice", "r")
+    assert run is not None and (run.principal, run.lease_holder, run.status) == \
+        ("alice", "gone-process", "running")
+    assert await store.get_run("bob", "r") is None
+    assert [t.id for t in (await store.list_threads("alice", None, 10, None)).threads] == ["t"]
+    assert (await store.list_threads("bob", None, 10, None)).threads == []
+    models, by_thread = await store.usage_summary("alice", 0, 10)
+    assert [(m.model, m.total_tokens) for m in models] == [("m", 7)]
+    assert [(t.key, t.total_tokens) for t in by_thread] == [("t", 7)]
+    assert await store.usage_total("alice", 0) == 7 and await store.usage_total("bob", 0) == 0
+
+
+async def test_a_version_14_sqlite_file_keeps_its_principals_and_leases(tmp_path: Path) -> None:
+    path = tmp_path / "outlast.db"
+    con = sqlite_at_version(path, 14)
+    for sql in V14_ROWS:
+        con.execute(sql)
+    con.commit()
+    con.close()
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        await _v14_rows_read_the_same(store)
+    finally:
+        await store.close()
+    con = sqlite3.connect(path)
+    try:
+        columns = {t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")]
+                   for t in ("threads", "runs", "idempotency", "token_usage", "webhooks")}
+        assert not [t for t, cs in columns.items() if "owner" in cs or "lease_owner" in cs]
+    finally:
+        con.close()
+
+
+@pytest.mark.postgres
+async def test_a_version_14_postgres_database_keeps_its_principals_and_leases(
+        pg_cluster: Any) -> None:
+    import asyncpg
+
+    from outlast.store.sql import load_queries, migrations
+
+    name = f"v14_{os.getpid()}"
+    pg_cluster.psql(f"DROP DATABASE IF EXISTS {name}")
+    pg_cluster.psql(f"CREATE DATABASE {name}")
+    url = pg_cluster.url(name)
+    con = await asyncpg.connect(url)
+    try:
+        for _, script in migrations("postgres")[:14]:
+            await con.execute(script)
+        await con.execute(load_queries("postgres")["schema_migrations_create"].sql)
+        await con.executemany("INSERT INTO schema_migrations VALUES ($1, 1)",
+                              [(v,) for v in range(1, 15)])
+        for sql in V14_ROWS:
+            await con.execute(sql)
+    finally:
+        await con.close()
+    store = PostgresStore(url, min_size=1, max_size=2)
+    await store.open()
+    try:
+        await _v14_rows_read_the_same(store)
     finally:
         await store.close()

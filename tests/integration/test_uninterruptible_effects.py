@@ -55,7 +55,7 @@ async def taken_over(tmp_path: Path, agent: OneEffect, *, interruptible: bool) -
     await store.open()
     try:  # the process that is gone: it claimed the run and started the effect
         result = await store.admit(AdmitRequest(
-            owner="alice", thread_id="t1", run_id="r1", agent="one", key="r1",
+            principal="alice", thread_id="t1", run_id="r1", agent="one", key="r1",
             fingerprint="f", input_json=json.dumps(body), options_json="{}",
             multitask="reject", resume=[], has_new_input=True, title=None, now=time.time(),
             claim_instance="gone", claim_ttl=5.0, claim_limit=1, claim_start=True))

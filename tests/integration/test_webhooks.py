@@ -258,7 +258,7 @@ async def ended_run(store: SqlStore, hooks: list[WebhookWrite], *,
     """Admit, claim and end a run whose end owes ``hooks``; its rid and the fenced rids."""
     run_id = uid("r")
     await store.admit(AdmitRequest(
-        owner="o", thread_id=uid("t"), run_id=run_id, agent="demo", key=run_id,
+        principal="o", thread_id=uid("t"), run_id=run_id, agent="demo", key=run_id,
         fingerprint="f", input_json="{}", options_json="{}", multitask="reject", resume=[],
         has_new_input=True, title=None, now=time.time()))
     [run] = await store.claim_queued(instance, 30.0, 10)
@@ -278,7 +278,7 @@ async def test_the_outbox_row_commits_with_the_end_and_only_with_it(store: SqlSt
     rid, fenced = await ended_run(store, [hook(), hook()])
     assert fenced == set()
     rows = await store.webhooks_for_run(rid)
-    assert [(h.status, h.attempts, h.lease_owner) for h in rows] == [("pending", 0, None)] * 2
+    assert [(h.status, h.attempts, h.lease_holder) for h in rows] == [("pending", 0, None)] * 2
     # A write fenced off (another attempt holds the lease) ends nothing and owes nothing.
     run = await store.get_run_by_rid(rid)
     assert run is not None
@@ -292,14 +292,14 @@ async def test_a_claim_is_exclusive_and_settling_is_fenced(store: SqlStore) -> N
     rid, _ = await ended_run(store, [hook()])
     now = time.time()
     [claimed] = await store.webhook_claim("i1", now + 30, 10)
-    assert claimed.attempts == 1 and claimed.lease_owner == "i1"
+    assert claimed.attempts == 1 and claimed.lease_holder == "i1"
     assert await store.webhook_claim("i2", now + 30, 10) == []  # leased: nobody else
     assert await store.webhook_next_due() == pytest.approx(now + 30)
     # A lease run out: another instance takes the delivery; the first one's late
     # answer changes nothing.
     await store.webhook_release("i1")
     [again] = await store.webhook_claim("i2", time.time() + 30, 10)
-    assert again.attempts == 2 and again.lease_owner == "i2"
+    assert again.attempts == 2 and again.lease_holder == "i2"
     assert not await store.webhook_settle(claimed.wid, "i1", 1, status="delivered",
                                           next_at=time.time(), last_status=200, last_error=None)
     assert await store.webhook_settle(again.wid, "i2", 2, status="pending",
@@ -319,7 +319,7 @@ async def test_a_due_delivery_past_its_age_expires_instead_of_being_sent(
         store: SqlStore) -> None:
     rid, _ = await ended_run(store, [hook(expires_in=-1)])
     [expired] = await store.webhook_claim("i1", time.time() + 30, 10)
-    assert expired.status == "expired" and expired.lease_owner is None
+    assert expired.status == "expired" and expired.lease_holder is None
     assert expired.attempts == 0
     [row] = await store.webhooks_for_run(rid)
     assert row.status == "expired"

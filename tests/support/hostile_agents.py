@@ -80,25 +80,26 @@ def quick(settings: Settings) -> Agent:
 Dump = dict[str, list[tuple[Any, ...]]]
 
 
-def dump_store(data_dir: Path, owner: str | None = None) -> Dump:
+def dump_store(data_dir: Path, principal: str | None = None) -> Dump:
     """Every row of every table of the server's SQLite store, in a stable order; with
-    ``owner``, only the rows that belong to that principal (directly, or through one
+    ``principal``, only the rows that belong to that principal (directly, or through one
     of its threads or runs)."""
     db = sqlite3.connect(f"file:{data_dir / 'outlast.db'}?mode=ro", uri=True)
     try:
         tables = [r[0] for r in db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
             "ORDER BY name")]
-        tids = {r[0] for r in db.execute("SELECT tid FROM threads WHERE owner = ?", (owner,))}
-        rids = {r[0] for r in db.execute("SELECT rid FROM runs WHERE owner = ?", (owner,))}
+        who = (principal,)
+        tids = {r[0] for r in db.execute("SELECT tid FROM threads WHERE principal = ?", who)}
+        rids = {r[0] for r in db.execute("SELECT rid FROM runs WHERE principal = ?", who)}
         dump: Dump = {}
         for table in tables:
             columns = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
             order = ", ".join(f'"{c}"' for c in columns)
             rows = list(db.execute(f'SELECT * FROM "{table}" ORDER BY {order}'))
-            if owner is not None:
-                if "owner" in columns:
-                    rows = [r for r in rows if r[columns.index("owner")] == owner]
+            if principal is not None:
+                if "principal" in columns:
+                    rows = [r for r in rows if r[columns.index("principal")] == principal]
                 elif "tid" in columns:
                     rows = [r for r in rows if r[columns.index("tid")] in tids]
                 elif "rid" in columns:

@@ -36,7 +36,7 @@ class ServerProcess:
     command: list[str] | None = None
     cwd: Path | None = None
 
-    def start(self, timeout: float = 20.0) -> ServerProcess:
+    def start(self, timeout: float = 45.0) -> ServerProcess:
         cmd = [*self.prefix, sys.executable, "-m", "outlast.cli.main", "serve", "--port", "0",
                "--data-dir", str(self.data_dir), *self.args]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}

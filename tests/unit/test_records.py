@@ -10,12 +10,12 @@ from outlast.store.records import RunRecord
 
 
 def row(**over: Any) -> dict[str, Any]:
-    return {"rid": 1, "owner": "o", "id": "r", "tid": 1, "thread_id": "t", "agent": "a",
+    return {"rid": 1, "principal": "o", "id": "r", "tid": 1, "thread_id": "t", "agent": "a",
             "status": "running", "idempotency_key": "k", "fingerprint": "f",
             "input": json.dumps({"messages": [{"id": "u", "role": "user", "content": "hi"}]}),
             "options": "{}", "created_at": 0.0, "started_at": 0.0, "finished_at": None,
             "attempts": 1, "last_seq": 0, "outcome": None, "error": None,
-            "lease_owner": None, "lease_expires_at": None, "cancel_requested": 0, **over}
+            "lease_holder": None, "lease_expires_at": None, "cancel_requested": 0, **over}
 
 
 def test_the_input_is_read_on_first_use_and_once() -> None:

@@ -31,8 +31,8 @@ SELECT 2;
 def test_every_dialect_has_the_same_queries_and_the_shared_ones_are_written_once() -> None:
     names = {d: set(load_queries(d)) for d in DIALECTS}
     assert names["sqlite"] == names["postgres"]
-    assert load_queries("postgres")["thread_get"].sql.endswith("owner = $1 AND id = $2")
-    assert load_queries("sqlite")["thread_get"].params == ("owner", "id")
+    assert load_queries("postgres")["thread_get"].sql.endswith("principal = $1 AND id = $2")
+    assert load_queries("sqlite")["thread_get"].params == ("principal", "id")
 
 
 STORE = Path(__file__).resolve().parents[2] / "src" / "outlast" / "store"

@@ -139,7 +139,7 @@ async def _direct(ns: argparse.Namespace) -> dict[str, Any]:
     except Exception as exc:
         raise StartupError(store_problem(settings, exc)) from None
     try:
-        freed = await retention.collect(store, time.time() - window, dry_run=ns.dry_run)
+        freed = await retention.compact(store, time.time() - window, dry_run=ns.dry_run)
     finally:
         await store.close()
     return _as_json(ns.dry_run, window, freed)

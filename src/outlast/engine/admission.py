@@ -58,7 +58,7 @@ def protocol_version(body: Mapping[str, Any]) -> str | None:
     return version if isinstance(version, str) else None
 
 
-async def check_tool_results(store: Store, owner: str, thread_id: str,
+async def check_tool_results(store: Store, principal: str, thread_id: str,
                          messages: list[dict[str, Any]]) -> None:
     """A tool result must answer a tool call of the input or of the thread: strict
     model servers refuse an orphan, and once stored it would break every later turn."""
@@ -67,7 +67,7 @@ async def check_tool_results(store: Store, owner: str, thread_id: str,
                if m.get("role") == "tool" and m.get("toolCallId") not in calls]
     if not orphans:
         return
-    view = await store.thread_view(owner, thread_id)
+    view = await store.thread_view(principal, thread_id)
     known = set() if view is None else \
         {c.get("id") for m in view.snapshot.messages for c in tool_calls(m)}
     for message in orphans:
@@ -99,7 +99,7 @@ def check_agent_input(agent: Agent, body: dict[str, Any]) -> None:
         raise InvalidRequest(exc.message, **fields) from None
 
 
-def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOptions,
+def admit_request(principal: str, agent: str, body: dict[str, Any], options: RunOptions,
                   history: ResentHistory, limits: PrincipalLimits, *,
                   claim: tuple[str, float, int]) -> AdmitRequest:
     """What the store admits for a RunAgentInput ``body``; ``claim``: the instance, lease
@@ -107,7 +107,7 @@ def admit_request(owner: str, agent: str, body: dict[str, Any], options: RunOpti
     messages = body.get("messages") or []
     instance, ttl, room = claim
     return AdmitRequest(
-        owner=owner, thread_id=body["threadId"], run_id=body["runId"], agent=agent,
+        principal=principal, thread_id=body["threadId"], run_id=body["runId"], agent=agent,
         key=options.key or body["runId"], fingerprint=fingerprint(agent, body),
         input_json=dumps(body), input=body, protocol_version=protocol_version(body),
         options_json=dumps({"onDisconnect": options.on_disconnect,

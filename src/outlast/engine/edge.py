@@ -44,9 +44,9 @@ class EdgeReads:
         """Raise if the store does not answer (readiness)."""
         await self.store.ping()
 
-    async def run(self, owner: str, run_id: str) -> RunRecord:
-        """A run of ``owner``; RunNotFound otherwise (existence never leaks)."""
-        run = await self.store.get_run(owner, run_id)
+    async def run(self, principal: str, run_id: str) -> RunRecord:
+        """A run of ``principal``; RunNotFound otherwise (existence never leaks)."""
+        run = await self.store.get_run(principal, run_id)
         if run is None:
             raise RunNotFound("run not found", runId=run_id)
         return run
@@ -70,10 +70,10 @@ class EdgeReads:
         """The tokens ``run`` spent over its attempts, per provider and model."""
         return await self.store.usage_for_run(run.rid)
 
-    async def usage(self, owner: str, since: float, until: float, *,
+    async def usage(self, principal: str, since: float, until: float, *,
                     threads: int) -> tuple[list[UsageRecord], list[UsageRecord]]:
-        """An owner's tokens in ``[since, until)``, per model and per thread."""
-        return await self.store.usage_summary(owner, since, until, threads=threads)
+        """A principal's tokens in ``[since, until)``, per model and per thread."""
+        return await self.store.usage_summary(principal, since, until, threads=threads)
 
     async def run_events(self, run: RunRecord, after: int, limit: int) -> list[StoredEvent]:
         """A page of the run's log after ``after``."""
@@ -114,42 +114,42 @@ class EdgeReads:
         finally:
             self.metrics.subscribers.dec()
 
-    async def thread_view(self, owner: str, thread_id: str) -> ThreadView | None:
+    async def thread_view(self, principal: str, thread_id: str) -> ThreadView | None:
         """Record, snapshot, pending interrupts and active runs in one read (G5)."""
-        return await self.store.thread_view(owner, thread_id)
+        return await self.store.thread_view(principal, thread_id)
 
-    async def threads(self, owner: str, status: str | None, limit: int,
+    async def threads(self, principal: str, status: str | None, limit: int,
                       cursor: str | None) -> tuple[list[ThreadRecord], str | None]:
-        """A page of the owner's threads, newest first, and the cursor of the next.
+        """A page of the principal's threads, newest first, and the cursor of the next.
 
-        The cursor is opaque and owner-scoped: the store makes and checks it."""
-        page = await self.store.list_threads(owner, status, limit, cursor or None)
+        The cursor is opaque and principal-scoped: the store makes and checks it."""
+        page = await self.store.list_threads(principal, status, limit, cursor or None)
         return page.threads, page.next_cursor
 
-    async def thread_runs(self, owner: str, thread_id: str, limit: int,
+    async def thread_runs(self, principal: str, thread_id: str, limit: int,
                           before: str | None) -> list[RunRecord]:
         """A page of a thread's runs, newest first, older than the run ``before``."""
-        thread = await self.store.get_thread(owner, thread_id)
+        thread = await self.store.get_thread(principal, thread_id)
         if thread is None:
             raise ThreadNotFound("thread not found", threadId=thread_id)
         before_rid = None
         if before:
-            anchor = await self.store.get_run(owner, before)
+            anchor = await self.store.get_run(principal, before)
             if anchor is None or anchor.tid != thread.tid:
                 raise InvalidRequest("before must be a runId of this thread")
             before_rid = anchor.rid
         return await self.store.list_runs(thread.tid, limit, before_rid)
 
-    async def delete_thread(self, owner: str, thread_id: str) -> None:
+    async def delete_thread(self, principal: str, thread_id: str) -> None:
         """Delete a thread with its runs and events; ThreadBusy while a run is active."""
-        await self.store.delete_thread(owner, thread_id)
+        await self.store.delete_thread(principal, thread_id)
 
-    async def interrupted_run(self, owner: str, thread_id: str) -> RunRecord:
+    async def interrupted_run(self, principal: str, thread_id: str) -> RunRecord:
         """The run a resume continues, whose agent the continuation runs: the one that
         raised the pending interrupts; with none pending, the thread's latest run (a
         resent answer attaches to its continuation, G3; any other is refused by
         admission). ThreadNotFound, or InterruptNotPending for a thread without runs."""
-        view = await self.store.thread_view(owner, thread_id)
+        view = await self.store.thread_view(principal, thread_id)
         if view is None:
             raise ThreadNotFound("thread not found", threadId=thread_id)
         if view.interrupts:
@@ -163,22 +163,22 @@ class EdgeReads:
         return run
 
     # -- fork -------------------------------------------------------------
-    async def fork(self, owner: str, thread_id: str, *, new_id: str | None = None,
+    async def fork(self, principal: str, thread_id: str, *, new_id: str | None = None,
                    at: tuple[str, int] | None = None,
                    before_message_id: str | None = None) -> ThreadView:
-        """Branch a thread at a safe boundary into a new thread of ``owner`` (spec §3):
+        """Branch a thread at a safe boundary into a new thread of ``principal`` (spec §3):
         the snapshot there and the interrupts pending there, not the later runs. The
         original is untouched."""
-        point = await forks.plan(self.store, owner, thread_id, at=at,
+        point = await forks.plan(self.store, principal, thread_id, at=at,
                                  before_message_id=before_message_id)
-        original = await self.store.get_thread(owner, thread_id)
+        original = await self.store.get_thread(principal, thread_id)
         if original is None:
             raise ThreadNotFound("thread not found", threadId=thread_id)
         new_id = new_id or str(uuid.uuid4())
         await self.store.fork_thread(ForkWrite(
-            owner=owner, thread_id=new_id, title=original.title, messages=point.messages,
+            principal=principal, thread_id=new_id, title=original.title, messages=point.messages,
             state=point.state, session_state=point.session_state,
             forked_from=point.forked_from, interrupts=point.interrupts, now=time.time()))
-        view = await self.store.thread_view(owner, new_id)
+        view = await self.store.thread_view(principal, new_id)
         assert view is not None
         return view

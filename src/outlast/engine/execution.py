@@ -231,7 +231,7 @@ class RunExecution:
     async def main(self) -> None:
         """Prepare, run the agent, end the run; never raises. Every log line about it,
         the agent's own included, carries the run's identity (``outlast.logs``)."""
-        with about_run(self.run.id, self.run.thread_id, self.run.attempts, self.run.owner):
+        with about_run(self.run.id, self.run.thread_id, self.run.attempts, self.run.principal):
             with TRACING.attempt(self.run):
                 await self._main_logged()
             if self._ended is not None:  # the run's span, once, by the attempt that ends it

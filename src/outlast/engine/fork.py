@@ -32,7 +32,7 @@ class ForkPoint:
     interrupts: list[InterruptRecord]
 
 
-async def plan(store: Store, owner: str, thread_id: str, *,
+async def plan(store: Store, principal: str, thread_id: str, *,
                at: tuple[str, int] | None = None,
                before_message_id: str | None = None) -> ForkPoint:
     """The fork point a request names: ``at`` (runId, seq), just before a message, or
@@ -40,10 +40,10 @@ async def plan(store: Store, owner: str, thread_id: str, *,
     if at is not None and before_message_id is not None:
         raise InvalidRequest("give asOf or beforeMessageId, not both", field="asOf")
     if before_message_id is not None:
-        return await before_message(store, owner, thread_id, before_message_id)
+        return await before_message(store, principal, thread_id, before_message_id)
     if at is not None:
-        return await as_of(store, owner, thread_id, at[0], at[1])
-    return await latest(store, owner, thread_id)
+        return await as_of(store, principal, thread_id, at[0], at[1])
+    return await latest(store, principal, thread_id)
 
 
 async def _events(store: Store, run: RunRecord, upto: int) -> list[dict[str, Any]]:
@@ -92,10 +92,10 @@ def _origin(thread_id: str, run: RunRecord | None, seq: int | None) -> dict[str,
             "seq": None if run is None else seq}
 
 
-async def latest(store: Store, owner: str, thread_id: str) -> ForkPoint:
+async def latest(store: Store, principal: str, thread_id: str) -> ForkPoint:
     """The thread's latest boundary: its stored snapshot, session_state and pending
     interrupts, read in one transaction (works when old events were compacted)."""
-    view = await store.thread_view(owner, thread_id)
+    view = await store.thread_view(principal, thread_id)
     if view is None:
         raise ThreadNotFound("thread not found", threadId=thread_id)
     snap = view.snapshot
@@ -104,16 +104,16 @@ async def latest(store: Store, owner: str, thread_id: str) -> ForkPoint:
                      list(view.interrupts))
 
 
-async def as_of(store: Store, owner: str, thread_id: str, run_id: str, seq: int) -> ForkPoint:
+async def as_of(store: Store, principal: str, thread_id: str, run_id: str, seq: int) -> ForkPoint:
     """The boundary after event ``seq`` of run ``run_id`` of the thread."""
-    thread = await store.get_thread(owner, thread_id)
+    thread = await store.get_thread(principal, thread_id)
     if thread is None:
         raise ThreadNotFound("thread not found", threadId=thread_id)
     if (thread.as_of_run, thread.as_of_seq) == (run_id, seq):
-        point = await latest(store, owner, thread_id)
+        point = await latest(store, principal, thread_id)
         if (point.forked_from["runId"], point.forked_from["seq"]) == (run_id, seq):
             return point  # still the latest: the stored snapshot, session_state included
-    run = await store.get_run(owner, run_id)
+    run = await store.get_run(principal, run_id)
     if run is None or run.tid != thread.tid:
         raise InvalidRequest("asOf.runId names no run of this thread", field="asOf.runId")
     if not 1 <= seq <= run.last_seq:
@@ -135,11 +135,11 @@ async def as_of(store: Store, owner: str, thread_id: str, run_id: str, seq: int)
                      await _pending_at(store, run, seq))
 
 
-async def before_message(store: Store, owner: str, thread_id: str,
+async def before_message(store: Store, principal: str, thread_id: str,
                          message_id: str) -> ForkPoint:
     """The boundary just before the message first appeared (for edit and regenerate:
     for a user message, the end of the run before the one whose input carried it)."""
-    thread = await store.get_thread(owner, thread_id)
+    thread = await store.get_thread(principal, thread_id)
     if thread is None:
         raise ThreadNotFound("thread not found", threadId=thread_id)
     fold = await _base(store, thread)

@@ -51,8 +51,8 @@ def _overrides(path: str, _mtime: float) -> dict[str, dict[str, int]]:
     return parse(Path(path).read_text("utf-8"))
 
 
-def of(settings: Any, owner: str) -> PrincipalLimits:
-    """``owner``'s limits: the server's defaults, with its limits file's overrides (read
+def of(settings: Any, principal: str) -> PrincipalLimits:
+    """``principal``'s limits: the server's defaults, with its limits file's overrides (read
     again when the file changes)."""
     base = PrincipalLimits(settings.limit_active_runs, settings.limit_runs_per_minute,
                            settings.limit_tokens_per_day)
@@ -60,7 +60,7 @@ def of(settings: Any, owner: str) -> PrincipalLimits:
     if path is None:
         return base
     try:
-        mine = _overrides(str(path), path.stat().st_mtime).get(owner, {})
+        mine = _overrides(str(path), path.stat().st_mtime).get(principal, {})
     except (OSError, ValueError):
         return base  # checked at start-up; a file broken since keeps the defaults
     return PrincipalLimits(**{f.name: mine.get(f.name, getattr(base, f.name))
@@ -74,8 +74,8 @@ class Budget:
 
     def __init__(self, store: Any, run: Any, limit: int, mine: Callable[[], int],
                  stop: Callable[[str], None]) -> None:
-        # The owner and rid only: the record may hold the run's whole input.
-        self.store, self.owner, self.rid, self.limit = store, run.owner, run.rid, limit
+        # The principal and rid only: the record may hold the run's whole input.
+        self.store, self.principal, self.rid, self.limit = store, run.principal, run.rid, limit
         self.mine, self.stop = mine, stop
         self._look: asyncio.Task[None] | None = None
 
@@ -87,9 +87,9 @@ class Budget:
 
     async def _check(self) -> None:
         try:
-            others = await self.store.usage_total(self.owner, time.time() - DAY, but=self.rid)
+            others = await self.store.usage_total(self.principal, time.time() - DAY, but=self.rid)
         except Exception as exc:  # the store is down: the next call looks again
-            log.warning("the token budget of %s could not be read: %s", self.owner, exc)
+            log.warning("the token budget of %s could not be read: %s", self.principal, exc)
             return
         if others + self.mine() >= self.limit:
             self.stop("budget_exceeded")

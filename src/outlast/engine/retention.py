@@ -31,12 +31,12 @@ PAUSE = 0.01
 
 
 def interval(window: float) -> float:
-    """How often upkeep collects for a window of ``window`` seconds: a quarter of it,
+    """How often upkeep compacts for a window of ``window`` seconds: a quarter of it,
     between 1 s and 60 s, so events go shortly after the window ends."""
     return min(max(window / 4, 1.0), 60.0)
 
 
-async def collect(store: Store, before: float, *, dry_run: bool = False) -> Freed:
+async def compact(store: Store, before: float, *, dry_run: bool = False) -> Freed:
     """Compact every run final since before ``before`` (a time.time() value), batch by
     batch, giving space back after each; with ``dry_run``, only say what it would free."""
     if dry_run:
@@ -61,7 +61,7 @@ async def upkeep(store: Store, s: Settings) -> None:
         try:
             await store.prune(time.time() - s.idempotency_retention)
             if s.event_retention is not None:
-                freed = await collect(store, time.time() - s.event_retention)
+                freed = await compact(store, time.time() - s.event_retention)
                 if freed.runs or freed.events:
                     log.info("retention: compacted %d runs, removed %d events "
                              "(%d bytes)", freed.runs, freed.events, freed.bytes)
@@ -81,4 +81,4 @@ async def on_demand(store: Store, retention: float | None, older_than: float | N
     if window is None:
         raise InvalidRequest("no retention window: this server has no "
                              "--event-retention, so say how old (olderThan, seconds)")
-    return window, await collect(store, time.time() - window, dry_run=dry_run)
+    return window, await compact(store, time.time() - window, dry_run=dry_run)

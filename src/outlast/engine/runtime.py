@@ -203,7 +203,7 @@ class Engine(EdgeReads, HeldLeases):
             raise AgentNotFound(f"no agent is registered as {name!r}", agent=name)
         return agent
 
-    async def admit(self, owner: str, agent: str, body: dict[str, Any],
+    async def admit(self, principal: str, agent: str, body: dict[str, Any],
                     options: RunOptions) -> AdmitResult:
         """Admit the run of a RunAgentInput body, or attach to the one with its key (G3)."""
         host = self.agent(agent)
@@ -213,13 +213,14 @@ class Engine(EdgeReads, HeldLeases):
             check_request_webhook(self.settings, options.webhook)  # before anything is stored
         check_agent_input(host, body)
         messages = body.get("messages") or []
-        await check_tool_results(self.store, owner, body["threadId"], messages)
+        await check_tool_results(self.store, principal, body["threadId"], messages)
         history = ResentHistory(messages)  # before the transaction: it holds the writer
         # Start a run in the same transaction when this process has room: its
         # RUN_STARTED commits with the admission, so the request's stream has its first
         # event without waiting for another transaction. The room is reserved while the
         # transaction runs, or concurrent admissions would each take the last slot.
-        req = admit_request(owner, agent, body, options, history, limits.of(self.settings, owner),
+        req = admit_request(principal, agent, body, options, history,
+                            limits.of(self.settings, principal),
                             claim=(self.instance, self.settings.lease_ttl,
                                    await self._admission_room()))
         sent = time.monotonic()
@@ -238,10 +239,10 @@ class Engine(EdgeReads, HeldLeases):
         return result
 
     # -- cancel (G6) ------------------------------------------------------
-    async def cancel(self, owner: str, run_id: str, *, wait: bool = False,
+    async def cancel(self, principal: str, run_id: str, *, wait: bool = False,
                      limit: float = 30.0) -> RunRecord:
         """Stop a run by id; idempotent. With ``wait``, return once it is final."""
-        run = await self.store.get_run(owner, run_id)
+        run = await self.store.get_run(principal, run_id)
         if run is None:
             raise RunNotFound("run not found", runId=run_id)
         if run.status in FINAL:
@@ -420,7 +421,7 @@ class Engine(EdgeReads, HeldLeases):
             if ex.waits_on_store():
                 ex.stop(outage.code)
 
-    async def gc(self, older_than: float | None, *, dry_run: bool) -> tuple[float, Freed]:
+    async def compact(self, older_than: float | None, *, dry_run: bool) -> tuple[float, Freed]:
         """``outlast gc`` through this server (``retention.on_demand``)."""
         return await retention.on_demand(self.store, self.settings.event_retention,
                                          older_than, dry_run=dry_run)

@@ -79,7 +79,7 @@ class RunUsage:
         self.agent, self.run = run.agent, run.without_input()  # its ids, for spans
         self.calls: list[TokenUsage] = []  # over the run's attempts (AG-UI 1.0 usage)
         self.since = time.time()
-        self.budget = Budget(services.store, run, of(services.settings, run.owner)
+        self.budget = Budget(services.store, run, of(services.settings, run.principal)
                              .tokens_per_day, self.tokens, stop)
 
     def tokens(self) -> int:

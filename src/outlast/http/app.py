@@ -26,7 +26,7 @@ from outlast.http import (
     routes_usage,
 )
 from outlast.http.auth import Principals
-from outlast.http.deps import Owner
+from outlast.http.deps import Principal
 from outlast.http.guards import Guards, HostNames, inline_scripts_policy
 from outlast.http.request_limits import HeaderLimit
 
@@ -111,7 +111,7 @@ def _add_ops_routes(app: FastAPI, engine: Engine) -> None:
     # count every principal's runs, so they need one whenever tokens are configured.
     @app.get("/metrics", summary="Prometheus metrics", tags=["ops"], response_class=Response,
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
-    async def metrics(_: Owner) -> Response:
+    async def metrics(_: Principal) -> Response:
         return Response(generate_latest(engine.metrics.registry),
                         media_type=CONTENT_TYPE_LATEST)
 

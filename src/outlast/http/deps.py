@@ -34,7 +34,7 @@ async def principal(request: Request) -> str:
 
 
 EngineDep = Annotated[Engine, Depends(engine_of)]
-Owner = Annotated[str, Depends(principal)]
+Principal = Annotated[str, Depends(principal)]
 
 # The id rule as the OpenAPI document states it (ECMA-262, where "$" is the very end);
 # check_id enforces it, with the server's max_id_length.

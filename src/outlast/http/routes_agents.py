@@ -19,7 +19,7 @@ from outlast.errors import Draining
 from outlast.http.deps import (
     ID_DOC,
     EngineDep,
-    Owner,
+    Principal,
     check_after,
     check_id,
     choice,
@@ -40,7 +40,7 @@ router = APIRouter(route_class=JsonBodyRoute, strict_content_type=False)
 
 
 @router.get("/agents", summary="Registered agents and their capabilities")
-async def list_agents(engine: EngineDep, owner: Owner) -> dict[str, Any]:
+async def list_agents(engine: EngineDep, principal: Principal) -> dict[str, Any]:
     """Each agent's own declaration, and its AG-UI 1.0 ``capabilities``."""
     notifies = bool(engine.settings.webhooks or engine.settings.webhook_allow)
     return {"agents": [{"name": name, **agent.capabilities.to_json(),
@@ -83,7 +83,7 @@ async def run_agent(
     agent_input: RunAgentInput,
     request: Request,
     engine: EngineDep,
-    owner: Owner,
+    principal: Principal,
     idempotency_key: str | None = Header(default=None, alias="Idempotency-Key",
                                          json_schema_extra=ID_DOC),
     on_disconnect: str | None = Header(default=None, alias="Outlast-On-Disconnect",
@@ -115,29 +115,29 @@ async def run_agent(
     body: dict[str, Any] = check_limits(body_of(request), s)
     legacy = is_legacy(agent_input.protocol_version)
     if not agent_input.messages and not agent_input.resume:
-        return await _hydration(engine, owner, agent_input, legacy)
-    result = await engine.admit(owner, agent, body, RunOptions(
+        return await _hydration(engine, principal, agent_input, legacy)
+    result = await engine.admit(principal, agent, body, RunOptions(
         key=idempotency_key, on_disconnect=disconnect, multitask=policy, webhook=webhook,
         trace=TRACING.new_run(request.headers.get("traceparent"))))
     release_body(request, agent_input)  # stored: the stream must not hold it for the run's life
-    return _run_stream(engine, owner, result, after, cancel=disconnect == "cancel",
+    return _run_stream(engine, principal, result, after, cancel=disconnect == "cancel",
                        legacy=legacy)
 
 
-async def _hydration(engine: Engine, owner: str, agent_input: RunAgentInput,
+async def _hydration(engine: Engine, principal: str, agent_input: RunAgentInput,
                      legacy: bool) -> EventStream:
     """Hydration (spec §3): stream the thread, run nothing."""
-    view = await engine.thread_view(owner, agent_input.thread_id)
+    view = await engine.thread_view(principal, agent_input.thread_id)
     current = view.current_run if view is not None else None
     return EventStream(
-        hydration_frames(engine, owner, view, agent_input.thread_id, agent_input.run_id,
+        hydration_frames(engine, principal, view, agent_input.thread_id, agent_input.run_id,
                          legacy=legacy),
         headers={"Outlast-Run-Id": current.id if current else agent_input.run_id,
                  "Outlast-Thread-Id": agent_input.thread_id},
         keepalive_seconds=engine.settings.keepalive)
 
 
-def _run_stream(engine: Engine, owner: str, result: AdmitResult, after: int, *,
+def _run_stream(engine: Engine, principal: str, result: AdmitResult, after: int, *,
                 cancel: bool, legacy: bool) -> EventStream:
     """The admitted run's stream: from its start when it was created now, else (a retry
     that attached) after the client's ``Last-Event-ID``."""
@@ -154,7 +154,7 @@ def _run_stream(engine: Engine, owner: str, result: AdmitResult, after: int, *,
         async def cancel_on_disconnect() -> None:
             # G1: only the stream that created the run, and never because we drain.
             if not engine.draining:
-                await engine.cancel(owner, run.id)
+                await engine.cancel(principal, run.id)
 
     stream = RunStream(engine, run, legacy=legacy, first=result.first)
     return EventStream(stream.frames(after), headers=headers,

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from outlast.http.deps import EngineDep, Owner, ThreadId, check_id
+from outlast.http.deps import EngineDep, Principal, ThreadId, check_id
 from outlast.http.request_limits import JsonBodyRoute
 from outlast.http.request_models import ForkBody, check_length
 from outlast.http.views import thread_view
@@ -30,7 +30,7 @@ Answers 201 with the new thread, which shows `forkedFrom: {"threadId", "runId",
 @router.post("/threads/{thread_id}/fork", status_code=201, summary="Branch a thread",
              description=FORK_DESCRIPTION, response_model=None)
 async def fork_thread(thread_id: ThreadId, body: ForkBody,
-                      engine: EngineDep, owner: Owner) -> JSONResponse:
+                      engine: EngineDep, principal: Principal) -> JSONResponse:
     max_id = engine.settings.max_id_length
     check_id(thread_id, "threadId", max_id)
     for what, value in (("body.threadId", body.threadId),
@@ -39,7 +39,7 @@ async def fork_thread(thread_id: ThreadId, body: ForkBody,
         if value is not None:
             check_length(value, what, max_id)
     at = None if body.asOf is None else (body.asOf.runId, body.asOf.seq)
-    view = await engine.fork(owner, thread_id, new_id=body.threadId, at=at,
+    view = await engine.fork(principal, thread_id, new_id=body.threadId, at=at,
                              before_message_id=body.beforeMessageId)
     payload: dict[str, Any] = thread_view(view.thread, view.snapshot, view.interrupts,
                                           view.current_run)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
 from outlast.engine.usage import row_json
-from outlast.http.deps import EngineDep, Owner, RunId, check_after, check_id, parse_seq
+from outlast.http.deps import EngineDep, Principal, RunId, check_after, check_id, parse_seq
 from outlast.http.sse import SSE_CONTENT, EventStream
 from outlast.http.streams import RunStream, is_legacy
 from outlast.http.views import run_view
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 router = APIRouter()
 
 
-async def _run(engine: EngineDep, owner: str, run_id: str) -> RunRecord:
+async def _run(engine: EngineDep, principal: str, run_id: str) -> RunRecord:
     check_id(run_id, "runId", engine.settings.max_id_length)
-    return await engine.run(owner, run_id)
+    return await engine.run(principal, run_id)
 
 
 async def _record(engine: EngineDep, run: RunRecord) -> dict[str, Any]:
@@ -32,21 +32,21 @@ async def _record(engine: EngineDep, run: RunRecord) -> dict[str, Any]:
 
 
 @router.get("/runs/{run_id}", summary="A run's record")
-async def get_run(run_id: RunId, engine: EngineDep, owner: Owner) -> dict[str, Any]:
-    return await _record(engine, await _run(engine, owner, run_id))
+async def get_run(run_id: RunId, engine: EngineDep, principal: Principal) -> dict[str, Any]:
+    return await _record(engine, await _run(engine, principal, run_id))
 
 
 @router.get("/runs/{run_id}/events", summary="Replay and follow a run's events (SSE)",
             response_model=None, response_class=EventStream,
             responses={200: {"description": "AG-UI event stream", "content": SSE_CONTENT}})
 async def run_events(
-    run_id: RunId, engine: EngineDep, owner: Owner,
+    run_id: RunId, engine: EngineDep, principal: Principal,
     after: str | None = Query(default=None, max_length=20),
     follow: bool = Query(default=True),
     protocol_version: str | None = Query(default=None, alias="protocolVersion", max_length=20),
     last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
 ) -> EventStream:
-    run = await _run(engine, owner, run_id)
+    run = await _run(engine, principal, run_id)
     what = "Last-Event-ID" if last_event_id else "after"
     start = check_after(parse_seq(last_event_id or after, what), run.last_seq, what)
     version = protocol_version or run.protocol_version
@@ -61,10 +61,10 @@ async def run_events(
                         202: {"description": "cancelling",
                               "content": {"application/json": {"schema": {"type": "object"}}}}})
 async def cancel_run(
-    run_id: RunId, engine: EngineDep, owner: Owner,
+    run_id: RunId, engine: EngineDep, principal: Principal,
     wait: bool = Query(default=False),
 ) -> JSONResponse:
     check_id(run_id, "runId", engine.settings.max_id_length)
-    run = await engine.cancel(owner, run_id, wait=wait)
+    run = await engine.cancel(principal, run_id, wait=wait)
     return JSONResponse(await _record(engine, run),
                         status_code=200 if engine.is_final(run) else 202)

@@ -260,13 +260,13 @@ def _catch_up(feed: RunFeed, last: int, final: bool) -> None:
         feed.advance([], last, final)
 
 
-async def hydration_frames(engine: Engine, owner: str, view: ThreadView | None,
+async def hydration_frames(engine: Engine, principal: str, view: ThreadView | None,
                            thread_id: str, run_id: str, *, legacy: bool) -> AsyncIterator[str]:
     """spec §3 hydration: the thread's snapshot, then its active run live, if any.
 
     Snapshot, interrupts and active run come from one consistent read (G5)."""
     yield retry_preamble()
-    view = await _started(engine, owner, view)
+    view = await _started(engine, principal, view)
     if view is None:
         yield synthesized(events.run_started(thread_id, run_id))
         yield synthesized(events.state_snapshot({}))
@@ -294,7 +294,7 @@ async def hydration_frames(engine: Engine, owner: str, view: ThreadView | None,
         yield f
 
 
-async def _started(engine: Engine, owner: str, view: ThreadView | None) -> ThreadView | None:
+async def _started(engine: Engine, principal: str, view: ThreadView | None) -> ThreadView | None:
     """The thread's view once its active run (if any) is running and has committed its
     first event, which saves the snapshot the hydration starts from."""
     while view is not None:
@@ -304,5 +304,5 @@ async def _started(engine: Engine, owner: str, view: ThreadView | None) -> Threa
         # Queued, or running without a first commit yet: wait briefly for its start.
         async with engine.watch(current) as feed:
             await feed.wait(0, 0.25)
-        view = await engine.thread_view(owner, view.thread.id)
+        view = await engine.thread_view(principal, view.thread.id)
     return None

@@ -142,34 +142,34 @@ class Store(ABC):
 
     # -- reads -----------------------------------------------------------
     @abstractmethod
-    async def get_thread(self, owner: str, thread_id: str) -> ThreadRecord | None:
-        """A thread of this owner, or None."""
+    async def get_thread(self, principal: str, thread_id: str) -> ThreadRecord | None:
+        """A thread of this principal, or None."""
 
     @abstractmethod
     async def list_threads(
-        self, owner: str, status: str | None, limit: int, cursor: str | None
+        self, principal: str, status: str | None, limit: int, cursor: str | None
     ) -> ThreadPage:
-        """A page of the owner's threads, newest first, after ``cursor`` (a
-        ``next_cursor`` this store returned to the same owner; InvalidRequest if not)."""
+        """A page of the principal's threads, newest first, after ``cursor`` (a
+        ``next_cursor`` this store returned to the same principal; InvalidRequest if not)."""
 
     @abstractmethod
     async def get_snapshot(self, tid: int) -> Snapshot:
         """A thread's latest snapshot."""
 
     @abstractmethod
-    async def thread_view(self, owner: str, thread_id: str) -> ThreadView | None:
+    async def thread_view(self, principal: str, thread_id: str) -> ThreadView | None:
         """A thread's record, snapshot, pending interrupts and active runs, read in one
         transaction so that they agree with each other (G5)."""
 
     @abstractmethod
-    async def delete_thread(self, owner: str, thread_id: str) -> None:
+    async def delete_thread(self, principal: str, thread_id: str) -> None:
         """Delete a thread and everything in it; ThreadBusy while a run is active."""
 
     # A run read by any of these comes without its input (``input_json`` None): only
     # the claims that start a run read it.
     @abstractmethod
-    async def get_run(self, owner: str, run_id: str) -> RunRecord | None:
-        """A run of this owner, or None."""
+    async def get_run(self, principal: str, run_id: str) -> RunRecord | None:
+        """A run of this principal, or None."""
 
     @abstractmethod
     async def get_run_by_rid(self, rid: int) -> RunRecord | None:
@@ -345,21 +345,21 @@ class Store(ABC):
         """A run's tokens over all its attempts, per provider and model."""
 
     @abstractmethod
-    async def usage_total(self, owner: str, since: float, *, but: int = 0) -> int:
-        """An owner's tokens since ``since`` (every process's committed calls), those of
+    async def usage_total(self, principal: str, since: float, *, but: int = 0) -> int:
+        """A principal's tokens since ``since`` (every process's committed calls), those of
         run ``but`` left out."""
 
     @abstractmethod
-    async def usage_summary(self, owner: str, since: float, until: float, *,
+    async def usage_summary(self, principal: str, since: float, until: float, *,
                             threads: int = 100) -> tuple[list[UsageRecord], list[UsageRecord]]:
-        """An owner's tokens in ``[since, until)``: per provider and model, and per thread
+        """A principal's tokens in ``[since, until)``: per provider and model, and per thread
         (``key``; the ``threads`` largest)."""
 
     # -- fork ------------------------------------------------------------
     @abstractmethod
     async def fork_thread(self, fork: ForkWrite) -> ThreadRecord:
         """Create a thread holding ``fork``'s snapshot, in one transaction;
-        ThreadIdConflict when the owner has a thread of that id already."""
+        ThreadIdConflict when the principal has a thread of that id already."""
 
     @abstractmethod
     async def fork_base(self, tid: int) -> tuple[list[dict[str, Any]], Any] | None:

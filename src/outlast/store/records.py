@@ -21,7 +21,7 @@ class ThreadRecord:
     """A conversation: its status and the coordinate its snapshot is as of."""
 
     tid: int
-    owner: str
+    principal: str
     id: str
     title: str | None
     status: str
@@ -34,7 +34,7 @@ class ThreadRecord:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ThreadRecord:
         return cls(
-            tid=row["tid"], owner=row["owner"], id=row["id"], title=row["title"],
+            tid=row["tid"], principal=row["principal"], id=row["id"], title=row["title"],
             status=row["status"], created_at=row["created_at"], updated_at=row["updated_at"],
             as_of_run=row["as_of_run"], as_of_seq=row["as_of_seq"],
             forked_from=_loads(row.get("forked_from")),
@@ -46,7 +46,7 @@ class RunRecord:
     """One admitted request executing one agent turn on a thread."""
 
     rid: int
-    owner: str
+    principal: str
     id: str
     tid: int
     thread_id: str
@@ -66,7 +66,7 @@ class RunRecord:
     last_seq: int
     outcome: dict[str, Any] | None
     error: dict[str, Any] | None
-    lease_owner: str | None
+    lease_holder: str | None
     lease_expires_at: float | None
     cancel_requested: bool
     # When retention removed its events (spec §6); None while they are kept.
@@ -100,14 +100,14 @@ class RunRecord:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
         return cls(
-            rid=row["rid"], owner=row["owner"], id=row["id"], tid=row["tid"],
+            rid=row["rid"], principal=row["principal"], id=row["id"], tid=row["tid"],
             thread_id=row["thread_id"], agent=row["agent"], status=row["status"],
             idempotency_key=row["idempotency_key"], fingerprint=row["fingerprint"],
             input_json=row.get("input"), options=_loads(row["options"], {}),
             created_at=row["created_at"], started_at=row["started_at"],
             finished_at=row["finished_at"], attempts=row["attempts"], last_seq=row["last_seq"],
             outcome=_loads(row["outcome"]), error=_loads(row["error"]),
-            lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
+            lease_holder=row["lease_holder"], lease_expires_at=row["lease_expires_at"],
             cancel_requested=bool(row["cancel_requested"]),
             compacted_at=row.get("compacted_at"), protocol_version=row.get("protocol_version"),
         )
@@ -202,7 +202,7 @@ class ResumeAnswer:
 class AdmitRequest:
     """Everything admission needs, decided in one store transaction (G3)."""
 
-    owner: str
+    principal: str
     thread_id: str
     run_id: str
     agent: str
@@ -233,7 +233,7 @@ class AdmitRequest:
     # Each answer goes, with the pending interrupt it answers (its wire body), to
     # ``check_answer``, which raises to refuse the request.
     check_answer: Callable[[dict[str, Any], ResumeAnswer], None] | None = None
-    # The owner's limits (engine.limits.PrincipalLimits), checked for a new run.
+    # The principal's limits (engine.limits.PrincipalLimits), checked for a new run.
     limits: Any = None
 
 
@@ -382,7 +382,7 @@ class WebhookRecord:
     status: str  # pending, delivered, expired
     attempts: int
     next_at: float
-    lease_owner: str | None
+    lease_holder: str | None
     last_status: int | None
     last_error: str | None
     delivered_at: float | None
@@ -393,14 +393,14 @@ class WebhookRecord:
             wid=row["wid"], rid=row["rid"], id=row["id"], url=row["url"], type=row["type"],
             body=row["body"], created_at=row["created_at"], expires_at=row["expires_at"],
             status=row["status"], attempts=row["attempts"], next_at=row["next_at"],
-            lease_owner=row["lease_owner"], last_status=row["last_status"],
+            lease_holder=row["lease_holder"], last_status=row["last_status"],
             last_error=row["last_error"], delivered_at=row["delivered_at"],
         )
 
 
 @dataclass(frozen=True)
 class ThreadPage:
-    """One page of an owner's threads, and the opaque cursor of the next (None at the end)."""
+    """One page of a principal's threads, and the opaque cursor of the next (None at the end)."""
 
     threads: list[ThreadRecord]
     next_cursor: str | None
@@ -411,7 +411,7 @@ class ForkWrite:
     """A new thread branched off another at a boundary: its snapshot and where it came
     from (spec §3 ``POST /threads/{id}/fork``)."""
 
-    owner: str
+    principal: str
     thread_id: str
     title: str | None
     messages: list[dict[str, Any]]

@@ -27,9 +27,9 @@ async def lock_thread(c: Conn, req: AdmitRequest) -> int:
     PostgreSQL; SQLite's one writer serializes already)."""
     # G3 across processes: take the thread's row lock before reading anything,
     # so a concurrent duplicate sees the winner's idempotency record and attaches.
-    await c.run("thread_insert", owner=req.owner, id=req.thread_id, title=req.title,
+    await c.run("thread_insert", principal=req.principal, id=req.thread_id, title=req.title,
                 now=req.now)
-    thread = await c.one("thread_lock", owner=req.owner, id=req.thread_id)
+    thread = await c.one("thread_lock", principal=req.principal, id=req.thread_id)
     assert thread is not None
     return int(thread["tid"])
 
@@ -37,7 +37,7 @@ async def lock_thread(c: Conn, req: AdmitRequest) -> int:
 async def attach(c: Conn, req: AdmitRequest) -> AdmitResult | None:
     """The run of the request's idempotency key (G3), None for a new request; refuses
     the key with another body and a ``runId`` another request took."""
-    keys = await c.one("admission_keys", owner=req.owner, key=req.key, run_id=req.run_id)
+    keys = await c.one("admission_keys", principal=req.principal, key=req.key, run_id=req.run_id)
     assert keys is not None
     if keys["rid"] is not None:
         row = await c.one("run_get_rid", rid=keys["rid"])
@@ -64,7 +64,7 @@ async def check_history(c: Conn, req: AdmitRequest) -> frozenset[str] | None:
     # In the transaction, not in a read before it: one trip to the database less
     # for every admission, and the thread cannot change in between.
     stored = [(r["id"], r["body"]) for r in await c.all(
-        "messages_by_id", owner=req.owner, thread_id=req.thread_id,
+        "messages_by_id", principal=req.principal, thread_id=req.thread_id,
         ids=dumps(req.resent))]
     req.check_history(stored)
     return frozenset(mid for mid, _ in stored)
@@ -132,19 +132,19 @@ async def insert_run(c: Conn, req: AdmitRequest, tid: int) -> RunRecord:
     concurrent duplicate fail: it retries and attaches, G3), and the interrupts it
     answers marked answered, each only while still pending (G7: exactly one answer)."""
     row = await c.one(
-        "run_insert", owner=req.owner, id=req.run_id, tid=tid, thread_id=req.thread_id,
+        "run_insert", principal=req.principal, id=req.run_id, tid=tid, thread_id=req.thread_id,
         agent=req.agent, status="queued", idempotency_key=req.key,
         fingerprint=req.fingerprint, input=req.input_json, options=req.options_json,
         now=req.now, protocol_version=req.protocol_version,
     )
     assert row is not None
     run = replace(RunRecord.from_row(row), input_json=req.input_json)  # not sent back
-    await c.run("idempotency_insert", owner=req.owner, key=req.key, rid=run.rid,
+    await c.run("idempotency_insert", principal=req.principal, key=req.key, rid=run.rid,
                 fingerprint=req.fingerprint, now=req.now)
     for answer in req.resume:
         changed = await c.run(
             "interrupt_answer", tid=tid, id=answer.interrupt_id, status=answer.status,
-            answered_by=req.owner, now=req.now, continuation_rid=run.rid,
+            answered_by=req.principal, now=req.now, continuation_rid=run.rid,
             resolution=dumps({"status": answer.status, "payload": answer.payload}),
         )
         if changed != 1:

@@ -23,16 +23,16 @@ class UsageSql:
             rows = await c.all("usage_for_run", rid=rid)
         return [UsageRecord.from_row(r) for r in rows]
 
-    async def usage_summary(self, owner: str, since: float, until: float, *,
+    async def usage_summary(self, principal: str, since: float, until: float, *,
                             threads: int = 100) -> tuple[list[UsageRecord], list[UsageRecord]]:
         async with self._read() as c:
-            models = await c.all("usage_by_model", owner=owner, since=since, until=until)
-            by_thread = await c.all("usage_by_thread", owner=owner, since=since,
+            models = await c.all("usage_by_model", principal=principal, since=since, until=until)
+            by_thread = await c.all("usage_by_thread", principal=principal, since=since,
                                     until=until, limit=threads)
         return ([UsageRecord.from_row(r) for r in models],
                 [UsageRecord.from_row(r, key=r["thread_id"]) for r in by_thread])
 
-    async def usage_total(self, owner: str, since: float, *, but: int = 0) -> int:
+    async def usage_total(self, principal: str, since: float, *, but: int = 0) -> int:
         async with self._read() as c:
-            row = await c.one("usage_total_since", owner=owner, since=since, rid=but)
+            row = await c.one("usage_total_since", principal=principal, since=since, rid=but)
         return 0 if row is None else int(row["total"] or 0)

@@ -136,7 +136,7 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
         if attached is not None:
             return attached
         if req.limits is not None and req.limits.any:
-            await check_limits(c, req.owner, req.limits, req.now)
+            await check_limits(c, req.principal, req.limits, req.now)
         held = await admission.check_history(c, req)  # the resent messages the thread holds
         await admission.check_interrupts(c, req, tid)
         superseded = await admission.apply_multitask(c, req, tid)
@@ -155,36 +155,36 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
                            first=started.get(run.rid))
 
     # -- reads -----------------------------------------------------------
-    async def get_thread(self, owner: str, thread_id: str) -> ThreadRecord | None:
-        row = await self._read_one("thread_get", owner=owner, id=thread_id)
+    async def get_thread(self, principal: str, thread_id: str) -> ThreadRecord | None:
+        row = await self._read_one("thread_get", principal=principal, id=thread_id)
         return None if row is None else ThreadRecord.from_row(row)
 
     async def list_threads(
-        self, owner: str, status: str | None, limit: int, cursor: str | None
+        self, principal: str, status: str | None, limit: int, cursor: str | None
     ) -> ThreadPage:
-        before = None if cursor is None else decode_thread_cursor(owner, cursor)
+        before = None if cursor is None else decode_thread_cursor(principal, cursor)
         async with self._read() as c:
             # One row more than the page: a next cursor only when there is a next page.
             rows = await c.all(
-                "thread_list", owner=owner, status=status, limit=limit + 1,
+                "thread_list", principal=principal, status=status, limit=limit + 1,
                 before_updated=None if before is None else before[0],
                 before_id=None if before is None else before[1],
             )
         threads = [ThreadRecord.from_row(r) for r in rows[:limit]]
         more = len(rows) > limit
         last = threads[-1] if threads else None
-        return ThreadPage(threads, encode_thread_cursor(owner, last.updated_at, last.id)
+        return ThreadPage(threads, encode_thread_cursor(principal, last.updated_at, last.id)
                           if more and last is not None else None)
 
     async def get_snapshot(self, tid: int) -> Snapshot:
         # One read transaction: messages and coordinate agree (G5).
         return await self._in_read(lambda c: self._snapshot(c, tid))
 
-    async def thread_view(self, owner: str, thread_id: str) -> ThreadView | None:
-        return await self._in_read(lambda c: self._thread_view(c, owner, thread_id))
+    async def thread_view(self, principal: str, thread_id: str) -> ThreadView | None:
+        return await self._in_read(lambda c: self._thread_view(c, principal, thread_id))
 
-    async def _thread_view(self, c: Conn, owner: str, thread_id: str) -> ThreadView | None:
-        row = await c.one("thread_get", owner=owner, id=thread_id)
+    async def _thread_view(self, c: Conn, principal: str, thread_id: str) -> ThreadView | None:
+        row = await c.one("thread_get", principal=principal, id=thread_id)
         if row is None:
             return None
         tid = row["tid"]
@@ -211,9 +211,9 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
             as_of_seq=thread["as_of_seq"],
         )
 
-    async def delete_thread(self, owner: str, thread_id: str) -> None:
+    async def delete_thread(self, principal: str, thread_id: str) -> None:
         async with self._write() as c:
-            thread = await c.one("thread_lock", owner=owner, id=thread_id)
+            thread = await c.one("thread_lock", principal=principal, id=thread_id)
             if thread is None:
                 raise ThreadNotFound("thread not found", threadId=thread_id)
             if await c.all("runs_active_for_thread", tid=thread["tid"]):
@@ -221,8 +221,8 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
                                  threadId=thread_id)
             await c.run("thread_delete", tid=thread["tid"])
 
-    async def get_run(self, owner: str, run_id: str) -> RunRecord | None:
-        row = await self._read_one("run_get", owner=owner, id=run_id)
+    async def get_run(self, principal: str, run_id: str) -> RunRecord | None:
+        row = await self._read_one("run_get", principal=principal, id=run_id)
         return None if row is None else RunRecord.from_row(row)
 
     async def get_run_by_rid(self, rid: int) -> RunRecord | None:
@@ -424,7 +424,7 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
     async def fork_thread(self, fork: ForkWrite) -> ThreadRecord:
         async with self._write() as c:
             row = await c.one(
-                "fork_thread_insert", owner=fork.owner, id=fork.thread_id, title=fork.title,
+                "fork_thread_insert", principal=fork.principal, id=fork.thread_id, title=fork.title,
                 now=fork.now, state=dumps(fork.state), session_state=dumps(fork.session_state),
                 forked_from=dumps(fork.forked_from))
             if row is None:

@@ -8,8 +8,8 @@
 -- rid order. Lease claims never wait (FOR UPDATE SKIP LOCKED).
 
 -- name: thread_get
--- A thread by owner and id.
-SELECT * FROM threads WHERE owner = :owner AND id = :id;
+-- A thread by principal and id.
+SELECT * FROM threads WHERE principal = :principal AND id = :id;
 
 -- name: thread_get_tid
 -- A thread by its internal key.
@@ -17,9 +17,9 @@ SELECT * FROM threads WHERE tid = :tid;
 
 -- name: thread_insert
 -- Create a thread if it does not exist yet (a concurrent creator waits for the first).
-INSERT INTO threads (owner, id, title, created_at, updated_at)
-VALUES (:owner, :id, :title, :now, :now)
-ON CONFLICT (owner, id) DO NOTHING;
+INSERT INTO threads (principal, id, title, created_at, updated_at)
+VALUES (:principal, :id, :title, :now, :now)
+ON CONFLICT (principal, id) DO NOTHING;
 
 -- name: thread_refresh_status
 -- Derive the thread's status from its runs and interrupts.
@@ -36,10 +36,10 @@ UPDATE threads SET
 WHERE tid = :tid;
 
 -- name: thread_list
--- The owner's threads, newest first, optionally by status, keyset-paginated on
--- (updated_at, id): the cursor carries only what the owner already sees.
+-- The principal's threads, newest first, optionally by status, keyset-paginated on
+-- (updated_at, id): the cursor carries only what the principal already sees.
 SELECT * FROM threads
-WHERE owner = :owner
+WHERE principal = :principal
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)
   AND (CAST(:before_updated AS DOUBLE PRECISION) IS NULL OR updated_at < :before_updated
        OR (updated_at = :before_updated AND id < CAST(:before_id AS TEXT)))
@@ -64,8 +64,8 @@ ON CONFLICT (tid, id) DO UPDATE SET position = excluded.position, body = exclude
 SELECT * FROM run_records WHERE tid = :tid AND status IN ('queued', 'running') ORDER BY rid;
 
 -- name: run_get
--- A run by owner and id.
-SELECT * FROM run_records WHERE owner = :owner AND id = :id;
+-- A run by principal and id.
+SELECT * FROM run_records WHERE principal = :principal AND id = :id;
 
 -- name: run_get_rid
 -- A run by its internal key.
@@ -73,13 +73,13 @@ SELECT * FROM run_records WHERE rid = :rid;
 
 -- name: run_insert
 -- Admit a run; returned as run_records has it, without the input its caller holds.
-INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
+INSERT INTO runs (principal, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
                   input, options, created_at, protocol_version)
-VALUES (:owner, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
+VALUES (:principal, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
         :input, :options, :now, :protocol_version)
-RETURNING rid, owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
+RETURNING rid, principal, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
           options, created_at, started_at, finished_at, attempts, last_seq, outcome, error,
-          lease_owner, lease_expires_at, cancel_requested, compacted_at, protocol_version;
+          lease_holder, lease_expires_at, cancel_requested, compacted_at, protocol_version;
 
 -- name: runs_list_thread
 -- A thread's runs, newest first, keyset-paginated.
@@ -90,15 +90,15 @@ ORDER BY rid DESC LIMIT :limit;
 -- The run admitted under an idempotency key (rid and fingerprint, NULL if none), and
 -- whether :run_id names a run already: one trip for admission's two identity checks.
 SELECT i.rid, i.fingerprint,
-       EXISTS (SELECT 1 FROM runs AS r WHERE r.owner = :owner AND r.id = :run_id)
+       EXISTS (SELECT 1 FROM runs AS r WHERE r.principal = :principal AND r.id = :run_id)
            AS run_id_taken
 FROM (SELECT 1 AS one) AS x
-LEFT JOIN idempotency AS i ON i.owner = :owner AND i.key = :key;
+LEFT JOIN idempotency AS i ON i.principal = :principal AND i.key = :key;
 
 -- name: idempotency_insert
 -- Record the key of an admitted run (the primary key refuses a duplicate: G3).
-INSERT INTO idempotency (owner, key, rid, fingerprint, created_at)
-VALUES (:owner, :key, :rid, :fingerprint, :now);
+INSERT INTO idempotency (principal, key, rid, fingerprint, created_at)
+VALUES (:principal, :key, :rid, :fingerprint, :now);
 
 -- name: idempotency_prune
 -- Forget idempotency keys older than the retention.
@@ -106,8 +106,8 @@ DELETE FROM idempotency WHERE created_at < :cutoff;
 
 -- name: run_release_lease
 -- Give a run up so another process resumes it at once (clean shutdown).
-UPDATE runs SET lease_owner = NULL, lease_expires_at = 0, attempts = attempts - 1
-WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';
+UPDATE runs SET lease_holder = NULL, lease_expires_at = 0, attempts = attempts - 1
+WHERE rid = :rid AND lease_holder = :instance AND attempts = :attempt AND status = 'running';
 
 -- name: event_insert
 -- Append one event to a run's log.
@@ -121,7 +121,7 @@ ORDER BY seq LIMIT :limit;
 -- name: run_finish
 -- End a run (the lease is dropped with it).
 UPDATE runs SET status = :status, outcome = :outcome, error = :error, finished_at = :now,
-    lease_owner = NULL, lease_expires_at = NULL
+    lease_holder = NULL, lease_expires_at = NULL
 WHERE rid = :rid;
 
 -- name: run_seq_set
@@ -206,8 +206,8 @@ INSERT INTO schema_migrations (version, applied_at) VALUES (:version, :now);
 -- name: run_expire_lease
 -- Give a run up after an engine failure: it counts as an attempt, and any
 -- process (this one included) may take it over at once.
-UPDATE runs SET lease_owner = NULL, lease_expires_at = 0
-WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt AND status = 'running';
+UPDATE runs SET lease_holder = NULL, lease_expires_at = 0
+WHERE rid = :rid AND lease_holder = :instance AND attempts = :attempt AND status = 'running';
 
 -- constructs --
 
@@ -281,11 +281,11 @@ DELETE FROM run_states WHERE rid = :rid AND seq <= :upto;
 -- fork --
 
 -- name: fork_thread_insert
--- Create a fork with its snapshot's state; nothing when the owner has the id already.
-INSERT INTO threads (owner, id, title, created_at, updated_at, state, session_state,
+-- Create a fork with its snapshot's state; nothing when the principal has the id already.
+INSERT INTO threads (principal, id, title, created_at, updated_at, state, session_state,
                      forked_from)
-VALUES (:owner, :id, :title, :now, :now, :state, :session_state, :forked_from)
-ON CONFLICT (owner, id) DO NOTHING
+VALUES (:principal, :id, :title, :now, :now, :state, :session_state, :forked_from)
+ON CONFLICT (principal, id) DO NOTHING
 RETURNING tid;
 
 -- name: fork_base_insert
@@ -309,7 +309,7 @@ SELECT * FROM run_records WHERE tid = :tid AND rid <= :rid ORDER BY rid;
 -- webhooks --
 -- The outbox of G12: rows are inserted with a run's end, claimed by one statement
 -- (webhook_claim, per dialect: SKIP LOCKED on PostgreSQL) and settled fenced by the
--- claim's owner and attempt, so a process whose lease ran out changes nothing.
+-- claim's principal and attempt, so a process whose lease ran out changes nothing.
 
 -- name: webhook_insert
 -- Record a delivery owed for a run's end, in the transaction that ends the run (G12).
@@ -319,16 +319,16 @@ VALUES (:rid, :id, :url, :type, :body, :now, :expires_at, :now);
 -- name: webhook_settle
 -- The end of one attempt: delivered, due again at :next_at, or expired; only for
 -- the holder of this attempt's lease.
-UPDATE webhooks SET status = :status, next_at = :next_at, lease_owner = NULL,
+UPDATE webhooks SET status = :status, next_at = :next_at, lease_holder = NULL,
     last_status = :last_status, last_error = :last_error, delivered_at = :delivered_at
-WHERE wid = :wid AND lease_owner = :instance AND attempts = :attempt AND status = 'pending';
+WHERE wid = :wid AND lease_holder = :instance AND attempts = :attempt AND status = 'pending';
 
 -- name: webhook_release
 -- Make in-flight deliveries due now: this instance's own (stopping), or, with
 -- :others = 1, every other instance's (SQLite's directory lock proves them gone).
-UPDATE webhooks SET lease_owner = NULL, next_at = :now
-WHERE status = 'pending' AND lease_owner IS NOT NULL
-  AND ((:others = 0 AND lease_owner = :instance) OR (:others = 1 AND lease_owner <> :instance));
+UPDATE webhooks SET lease_holder = NULL, next_at = :now
+WHERE status = 'pending' AND lease_holder IS NOT NULL
+  AND ((:others = 0 AND lease_holder = :instance) OR (:others = 1 AND lease_holder <> :instance));
 
 -- name: webhook_outlook
 -- When the earliest pending delivery is due (NULL when none is owed), and how many are
@@ -350,37 +350,37 @@ SELECT provider, model, SUM(input_tokens) AS input_tokens,
 FROM token_usage WHERE rid = :rid GROUP BY provider, model ORDER BY MIN(uid);
 
 -- name: usage_by_model
--- An owner's tokens in [since, until), per provider and model.
+-- A principal's tokens in [since, until), per provider and model.
 SELECT provider, model, SUM(input_tokens) AS input_tokens,
        SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens,
        SUM(reasoning_tokens) AS reasoning_tokens, SUM(cached_tokens) AS cached_tokens,
        COUNT(*) AS calls
-FROM token_usage WHERE owner = :owner AND at >= :since AND at < :until
+FROM token_usage WHERE principal = :principal AND at >= :since AND at < :until
 GROUP BY provider, model ORDER BY SUM(total_tokens) DESC;
 
 -- name: usage_by_thread
--- An owner's tokens in [since, until), per thread, the largest first.
+-- A principal's tokens in [since, until), per thread, the largest first.
 SELECT thread_id, SUM(input_tokens) AS input_tokens,
        SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens,
        SUM(reasoning_tokens) AS reasoning_tokens, SUM(cached_tokens) AS cached_tokens,
        COUNT(*) AS calls
-FROM token_usage WHERE owner = :owner AND at >= :since AND at < :until
+FROM token_usage WHERE principal = :principal AND at >= :since AND at < :until
 GROUP BY thread_id ORDER BY SUM(total_tokens) DESC, thread_id LIMIT :limit;
 
 -- name: usage_total_since
--- An owner's tokens since a time, and when the oldest of them was spent; those of run
+-- A principal's tokens since a time, and when the oldest of them was spent; those of run
 -- :rid left out (a running run counts its own).
 SELECT COALESCE(SUM(total_tokens), 0) AS total, MIN(at) AS oldest
-FROM token_usage WHERE owner = :owner AND at >= :since AND (rid IS NULL OR rid <> :rid);
+FROM token_usage WHERE principal = :principal AND at >= :since AND (rid IS NULL OR rid <> :rid);
 
 -- limits --
 
 -- name: owner_active_runs
--- How many runs an owner has queued or running (the runs_active partial index).
+-- How many runs a principal has queued or running (the runs_active partial index).
 SELECT COUNT(*) AS n FROM runs
-WHERE owner = :owner AND status IN ('queued', 'running');
+WHERE principal = :principal AND status IN ('queued', 'running');
 
 -- name: owner_runs_since
--- How many runs an owner created since a time, and when the oldest of them was.
+-- How many runs a principal created since a time, and when the oldest of them was.
 SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM runs
-WHERE owner = :owner AND created_at >= :since;
+WHERE principal = :principal AND created_at >= :since;

@@ -6,7 +6,7 @@
 
 -- name: thread_lock
 -- Serialize admissions on one thread across processes (G3): the row lock is held to commit.
-SELECT * FROM threads WHERE owner = :owner AND id = :id FOR UPDATE;
+SELECT * FROM threads WHERE principal = :principal AND id = :id FOR UPDATE;
 
 -- name: run_claim_queued
 -- Lease the oldest queued run of every thread that has none running (one statement).
@@ -19,7 +19,7 @@ WITH picked AS (
                       AND q.status IN ('queued', 'running'))
     ORDER BY r.rid LIMIT :limit
     FOR UPDATE OF r, t SKIP LOCKED)
-UPDATE runs SET status = 'running', lease_owner = :instance,
+UPDATE runs SET status = 'running', lease_holder = :instance,
     lease_expires_at = EXTRACT(EPOCH FROM clock_timestamp())::float8 + :ttl::float8,
     attempts = runs.attempts + 1, started_at = COALESCE(runs.started_at, :now)
 FROM picked
@@ -32,13 +32,13 @@ RETURNING runs.*;
 WITH picked AS (
     SELECT rid FROM runs
     WHERE status = 'running'
-      AND (lease_owner IS NULL
+      AND (lease_holder IS NULL
            OR lease_expires_at < EXTRACT(EPOCH FROM clock_timestamp())::float8
                                  - :margin::float8
-           OR (:all_foreign = 1 AND lease_owner <> :instance))
+           OR (:all_foreign = 1 AND lease_holder <> :instance))
     ORDER BY rid LIMIT :limit
     FOR UPDATE SKIP LOCKED)
-UPDATE runs SET lease_owner = :instance,
+UPDATE runs SET lease_holder = :instance,
     lease_expires_at = EXTRACT(EPOCH FROM clock_timestamp())::float8 + :ttl::float8,
     attempts = runs.attempts + 1
 FROM picked
@@ -50,14 +50,14 @@ RETURNING runs.*;
 -- array, when given: runs it still executes); report cancel requests.
 -- Rows are locked in rid order, the order a write batch takes them in.
 WITH held AS (
-    SELECT rid FROM runs WHERE lease_owner = :instance AND status = 'running'
+    SELECT rid FROM runs WHERE lease_holder = :instance AND status = 'running'
       AND (:rids::jsonb IS NULL
            OR rid IN (SELECT (jsonb_array_elements_text(:rids::jsonb))::bigint))
     ORDER BY rid
     FOR NO KEY UPDATE)
 UPDATE runs SET lease_expires_at = EXTRACT(EPOCH FROM clock_timestamp())::float8 + :ttl::float8
 FROM held
-WHERE runs.rid = held.rid AND runs.lease_owner = :instance AND runs.status = 'running'
+WHERE runs.rid = held.rid AND runs.lease_holder = :instance AND runs.status = 'running'
 RETURNING runs.rid, runs.attempts, runs.cancel_requested;
 
 -- name: runs_fence_append
@@ -82,7 +82,7 @@ run AS (
     FOR NO KEY UPDATE OF r)
 UPDATE runs SET last_seq = b.last_seq
 FROM b, run
-WHERE runs.rid = b.rid AND runs.rid = run.rid AND runs.lease_owner = b.instance
+WHERE runs.rid = b.rid AND runs.rid = run.rid AND runs.lease_holder = b.instance
   AND runs.attempts = b.attempt AND runs.status = 'running' AND runs.last_seq = b.prev_seq
 RETURNING runs.rid;
 
@@ -102,7 +102,7 @@ RETURNING runs.tid;
 -- name: run_holds_lease
 -- Fencing check before journaling an effect; the share lock keeps a takeover
 -- (which claims with FOR UPDATE) out until this journal entry commits.
-SELECT rid FROM runs WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt
+SELECT rid FROM runs WHERE rid = :rid AND lease_holder = :instance AND attempts = :attempt
   AND status = 'running'
 FOR SHARE;
 
@@ -183,7 +183,7 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED)
 UPDATE webhooks SET
     status = CASE WHEN webhooks.expires_at <= :now THEN 'expired' ELSE 'pending' END,
-    lease_owner = CASE WHEN webhooks.expires_at <= :now THEN NULL ELSE :instance END,
+    lease_holder = CASE WHEN webhooks.expires_at <= :now THEN NULL ELSE :instance END,
     attempts = webhooks.attempts + CASE WHEN webhooks.expires_at <= :now THEN 0 ELSE 1 END,
     next_at = :lease_until
 FROM picked
@@ -264,7 +264,7 @@ SELECT r.tid AS tid, NULL::text AS id,
        (SELECT MAX(m.position) FROM messages AS m WHERE m.tid = r.tid) AS position,
        (NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.tid = r.tid)
         OR EXISTS (SELECT 1 FROM threads AS t
-                   JOIN runs AS u ON u.owner = t.owner AND u.id = t.as_of_run
+                   JOIN runs AS u ON u.principal = t.principal AND u.id = t.as_of_run
                    JOIN events AS e ON e.rid = u.rid AND e.seq = t.as_of_seq
                    WHERE t.tid = r.tid AND e.boundary = 1
                      AND u.status <> 'interrupted')) AS settled
@@ -278,21 +278,21 @@ JOIN messages AS m ON m.tid = (x->>0)::bigint AND m.id = x->>1;
 -- The thread's messages with the ids of :ids (a JSON array of strings), by key: an
 -- input that resends a few messages of a long thread is checked against those alone.
 SELECT m.id, m.body FROM messages AS m JOIN threads AS t ON t.tid = m.tid
-WHERE t.owner = :owner AND t.id = :thread_id
+WHERE t.principal = :principal AND t.id = :thread_id
   AND m.id IN (SELECT jsonb_array_elements_text(:ids::jsonb));
 
 -- name: usage_insert_batch
 -- The tokens of a commit's model calls: :rows is a JSON array of [rid, attempt, at,
 -- provider, model, input, output, total, reasoning, cached].
-INSERT INTO token_usage (rid, owner, thread_id, run_id, attempt, at, provider, model,
+INSERT INTO token_usage (rid, principal, thread_id, run_id, attempt, at, provider, model,
                          input_tokens, output_tokens, total_tokens, reasoning_tokens,
                          cached_tokens)
-SELECT r.rid, r.owner, r.thread_id, r.id, (x->>1)::int, (x->>2)::double precision,
+SELECT r.rid, r.principal, r.thread_id, r.id, (x->>1)::int, (x->>2)::double precision,
        x->>3, x->>4, (x->>5)::bigint, (x->>6)::bigint, (x->>7)::bigint, (x->>8)::bigint,
        (x->>9)::bigint
 FROM jsonb_array_elements(:rows::jsonb) AS x JOIN runs AS r ON r.rid = (x->>0)::bigint;
 
--- name: owner_lock
--- Serialize an owner's admissions across processes while limits are checked (held to
+-- name: principal_lock
+-- Serialize a principal's admissions across processes while limits are checked (held to
 -- the end of the transaction).
-SELECT pg_advisory_xact_lock(hashtext(:owner)) IS NULL AS locked;
+SELECT pg_advisory_xact_lock(hashtext(:principal)) IS NULL AS locked;

@@ -9,13 +9,13 @@
 -- name: run_insert
 -- Admit a run (the runs_seq trigger gives it its run_seqs row, at 0); returned as
 -- run_records has it, without the input its caller holds.
-INSERT INTO runs (owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
+INSERT INTO runs (principal, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
                   input, options, created_at, protocol_version)
-VALUES (:owner, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
+VALUES (:principal, :id, :tid, :thread_id, :agent, :status, :idempotency_key, :fingerprint,
         :input, :options, :now, :protocol_version)
-RETURNING rid, owner, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
+RETURNING rid, principal, id, tid, thread_id, agent, status, idempotency_key, fingerprint,
           options, created_at, started_at, finished_at, attempts, 0 AS last_seq, outcome,
-          error, lease_owner, lease_expires_at, cancel_requested, compacted_at,
+          error, lease_holder, lease_expires_at, cancel_requested, compacted_at,
           protocol_version;
 
 -- name: run_seq_set
@@ -24,13 +24,13 @@ UPDATE run_seqs SET last_seq = :last_seq WHERE rid = :rid;
 
 -- name: thread_lock
 -- Serialize admissions on one thread (SQLite: BEGIN IMMEDIATE already does).
-SELECT * FROM threads WHERE owner = :owner AND id = :id;
+SELECT * FROM threads WHERE principal = :principal AND id = :id;
 
 -- name: run_claim_queued
 -- Lease the oldest queued run of every thread that has none running (one statement).
 -- The status IN term is the runs_active index's own condition: SQLite uses a partial
 -- index only for a query that repeats it, and otherwise read every run ever admitted.
-UPDATE runs SET status = 'running', lease_owner = :instance, lease_expires_at = :expires,
+UPDATE runs SET status = 'running', lease_holder = :instance, lease_expires_at = :expires,
     attempts = attempts + 1, started_at = COALESCE(started_at, :now)
 WHERE rid IN (
     SELECT r.rid FROM runs r
@@ -42,12 +42,12 @@ RETURNING *, (SELECT s.last_seq FROM run_seqs s WHERE s.rid = runs.rid) AS last_
 -- name: run_claim_expired
 -- Take over running runs whose lease expired (or, with :all_foreign, every run
 -- leased by another instance: SQLite proves its predecessor gone by a file lock).
-UPDATE runs SET lease_owner = :instance, lease_expires_at = :expires, attempts = attempts + 1
+UPDATE runs SET lease_holder = :instance, lease_expires_at = :expires, attempts = attempts + 1
 WHERE rid IN (
     SELECT rid FROM runs
     WHERE status = 'running'
-      AND (lease_owner IS NULL OR lease_expires_at < :now
-           OR (:all_foreign = 1 AND lease_owner <> :instance))
+      AND (lease_holder IS NULL OR lease_expires_at < :now
+           OR (:all_foreign = 1 AND lease_holder <> :instance))
     ORDER BY rid LIMIT :limit)
 RETURNING *, (SELECT s.last_seq FROM run_seqs s WHERE s.rid = runs.rid) AS last_seq;
 
@@ -55,7 +55,7 @@ RETURNING *, (SELECT s.last_seq FROM run_seqs s WHERE s.rid = runs.rid) AS last_
 -- Heartbeat: extend the leases this instance holds (only those of :rids, a JSON
 -- array, when given: runs it still executes); report cancel requests.
 UPDATE runs SET lease_expires_at = :expires
-WHERE lease_owner = :instance AND status = 'running'
+WHERE lease_holder = :instance AND status = 'running'
   AND (:rids IS NULL OR rid IN (SELECT value FROM json_each(:rids)))
 RETURNING rid, attempts, cancel_requested;
 
@@ -70,7 +70,7 @@ WITH b (rid, instance, attempt, prev_seq, last_seq) AS (VALUES (?, ?, ?, ?, ?))
 UPDATE run_seqs SET last_seq = b.last_seq
 FROM b
 JOIN runs INDEXED BY runs_fence ON runs.rid = b.rid
-WHERE run_seqs.rid = b.rid AND runs.lease_owner = b.instance AND runs.attempts = b.attempt
+WHERE run_seqs.rid = b.rid AND runs.lease_holder = b.instance AND runs.attempts = b.attempt
   AND runs.status = 'running' AND run_seqs.last_seq = b.prev_seq
 RETURNING run_seqs.rid;
 
@@ -83,7 +83,7 @@ RETURNING tid;
 
 -- name: run_holds_lease
 -- Fencing check before journaling an effect.
-SELECT rid FROM runs WHERE rid = :rid AND lease_owner = :instance AND attempts = :attempt
+SELECT rid FROM runs WHERE rid = :rid AND lease_holder = :instance AND attempts = :attempt
   AND status = 'running';
 
 -- name: events_frames_after
@@ -146,7 +146,7 @@ DELETE FROM run_states WHERE rid IN (SELECT value FROM json_each(:rids));
 -- one past its expiry ends 'expired' instead (one statement).
 UPDATE webhooks SET
     status = CASE WHEN expires_at <= :now THEN 'expired' ELSE 'pending' END,
-    lease_owner = CASE WHEN expires_at <= :now THEN NULL ELSE :instance END,
+    lease_holder = CASE WHEN expires_at <= :now THEN NULL ELSE :instance END,
     attempts = attempts + CASE WHEN expires_at <= :now THEN 0 ELSE 1 END,
     next_at = :lease_until
 WHERE wid IN (
@@ -241,7 +241,7 @@ SELECT r.tid AS tid, NULL AS id,
        (SELECT MAX(m.position) FROM messages AS m WHERE m.tid = r.tid) AS position,
        (NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.tid = r.tid)
         OR EXISTS (SELECT 1 FROM threads AS t
-                   JOIN runs AS u ON u.owner = t.owner AND u.id = t.as_of_run
+                   JOIN runs AS u ON u.principal = t.principal AND u.id = t.as_of_run
                    JOIN events AS e ON e.rid = u.rid AND e.seq = t.as_of_seq
                    WHERE t.tid = r.tid AND e.boundary = 1
                      AND u.status <> 'interrupted')) AS settled
@@ -254,19 +254,19 @@ FROM json_each(:rows) AS r JOIN messages AS m ON m.tid = r.value->>0 AND m.id = 
 -- The thread's messages with the ids of :ids (a JSON array of strings), by key: an
 -- input that resends a few messages of a long thread is checked against those alone.
 SELECT m.id, m.body FROM messages AS m JOIN threads AS t ON t.tid = m.tid
-WHERE t.owner = :owner AND t.id = :thread_id
+WHERE t.principal = :principal AND t.id = :thread_id
   AND m.id IN (SELECT value FROM json_each(:ids));
 
 -- name: usage_insert_batch
 -- The tokens of a commit's model calls: :rows is a JSON array of [rid, attempt, at,
 -- provider, model, input, output, total, reasoning, cached].
-INSERT INTO token_usage (rid, owner, thread_id, run_id, attempt, at, provider, model,
+INSERT INTO token_usage (rid, principal, thread_id, run_id, attempt, at, provider, model,
                          input_tokens, output_tokens, total_tokens, reasoning_tokens,
                          cached_tokens)
-SELECT r.rid, r.owner, r.thread_id, r.id, value->>1, value->>2, value->>3, value->>4,
+SELECT r.rid, r.principal, r.thread_id, r.id, value->>1, value->>2, value->>3, value->>4,
        value->>5, value->>6, value->>7, value->>8, value->>9
 FROM json_each(:rows) JOIN runs AS r ON r.rid = value->>0;
 
--- name: owner_lock
--- Serialize an owner's admissions while limits are checked: SQLite's one writer does.
+-- name: principal_lock
+-- Serialize a principal's admissions while limits are checked: SQLite's one writer does.
 SELECT 1 AS locked;
