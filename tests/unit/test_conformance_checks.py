@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from outlast.conformance.checks import continuation_problem, ran_agent
+from outlast.conformance.checks.verdicts import continuation_problem, ran_agent
 from outlast.conformance.report import CHECKS, Report, Result
 from outlast.conformance.session import Stream
 from outlast.conformance.validity import MISSING, continued, valid

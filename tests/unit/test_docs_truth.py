@@ -343,11 +343,53 @@ def defined_constants() -> set[tuple[str, str]]:
     return found
 
 
-def test_every_constant_the_architecture_names_is_defined() -> None:
+DOCUMENTS = sorted([*(ROOT / "docs").glob("*.md"), README])
+
+
+def test_every_constant_the_documents_name_is_defined() -> None:
+    """Every name on docs/architecture.md; elsewhere, those of an owner the package has
+    (the other documents also name other libraries' constants: `StreamingMode.SSE`)."""
     defined = defined_constants()
-    named = set(CONSTANT.findall(ARCHITECTURE.read_text()))
-    assert ("sqlite", "RECLAIM_PAGES") in named, "the check no longer reads the names"
-    missing = sorted(f"{DOC} names `{owner}.{name}`, which no module or class of "
-                     "src/outlast/ defines: name the constant as the code does now"
-                     for owner, name in named - defined)
+    owners = {owner for owner, _ in defined}
+    missing: list[str] = []
+    for doc in DOCUMENTS:
+        named = {(owner, name) for owner, name in CONSTANT.findall(doc.read_text())
+                 if doc == ARCHITECTURE or owner in owners}
+        missing += sorted(f"{doc.relative_to(ROOT)} names `{owner}.{name}`, which no module "
+                          "or class of src/outlast/ defines: name the constant as the code "
+                          "does now" for owner, name in named - defined)
+    assert ("sqlite", "RECLAIM_PAGES") in set(CONSTANT.findall(ARCHITECTURE.read_text())), \
+        "the check no longer reads the names"
     assert not missing, "\n".join(missing)
+
+
+# A constant named, then its value beside it: "`STATE_ROW_SPAN` (64)".
+VALUE_BESIDE_NAME = re.compile(r"`(?:\w+\.)?[A-Z][A-Z0-9_]+`\s*(?:\(|=|:)\s*\d")
+# A flag of `outlast serve`, then its default in the same clause: "`--lease-ttl`,
+# default 10 s" (`outlast serve --help` says each default; the documents name the flag).
+FLAG_DEFAULT = re.compile(r"`(--[\w-]+)`[^.;`]{0,40}?\bdefault:?\s+\d")
+
+
+def copied_values(text: str, flags: set[str]) -> list[tuple[int, str]]:
+    """(line, words) where ``text`` copies a value instead of naming what holds it."""
+    found = [(text.count("\n", 0, m.start()) + 1, m.group(0))
+             for m in VALUE_BESIDE_NAME.finditer(text)]
+    found += [(text.count("\n", 0, m.start()) + 1, m.group(0))
+              for m in FLAG_DEFAULT.finditer(text) if m.group(1) in flags]
+    return sorted(found)
+
+
+def test_the_documents_name_constants_and_flags_rather_than_copy_their_values() -> None:
+    flags = {o.flag for o in options()}
+    problems = [f"{doc.relative_to(ROOT)} line {line}: {words!r} copies a value: name the "
+                "constant or the flag alone (a value copied goes stale when the code "
+                "changes)" for doc in DOCUMENTS for line, words in
+                copied_values(doc.read_text(), flags)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_copy_check_finds_a_value_beside_its_name() -> None:
+    text = ("within `STATE_ROW_SPAN` (64) events\n(`--lease-ttl`, default 10 s), and\n"
+            "`retry_for` (default 60 s) and `--keepalive` seconds, `sqlwrite.STATE_ROW_SPAN`\n")
+    assert copied_values(text, {"--lease-ttl", "--keepalive"}) == [
+        (1, "`STATE_ROW_SPAN` (6"), (2, "`--lease-ttl`, default 1")]

@@ -1,7 +1,7 @@
 """``outlast serve``'s flags, derived from :class:`outlast.config.Settings`.
 
 The flags, their ``--help`` text and their validation all come from the one
-declaration in ``outlast/config.py``; nothing about a setting is repeated here.
+declaration in ``outlast/config/settings.py``; nothing about a setting is repeated here.
 """
 
 from __future__ import annotations

@@ -49,11 +49,10 @@ interval, so a commit of a few statements spent most of its time waiting."""
 FULL_COLLECTION_EVERY = 30
 """Collections of the middle generation between two full collections (Python's default
 is 10). A full collection walks every object the process holds and stops the event
-loop meanwhile: with 300 runs streaming it took 70-100 ms, and Python ran one every
-2.4 s, which set the p99 of every event's delivery (127 ms; 37 ms at 30). Python still
-skips a full collection until a quarter more objects have survived into the oldest
-generation. At 100 the p99 was no better and cyclic garbage held 22 MB more; at 30,
-about 4 MB more, a level the RSS stays at."""
+loop meanwhile, so with hundreds of runs streaming the full collections set the p99 of
+every event's delivery. Python still skips a full collection until a quarter more
+objects have survived into the oldest generation. Rarer still gained no latency and
+held more cyclic garbage (docs/performance.md, "Interpreter settings")."""
 
 
 def tune_interpreter() -> None:
@@ -62,10 +61,9 @@ def tune_interpreter() -> None:
     and what start-up loaded (modules, the app, the agents) kept out of every later
     collection.
 
-    The youngest generation's threshold stays Python's: collecting it every 20,000
-    allocations instead of 700 gained nothing measurable once the append path was
-    lean, and it made RSS creep by 7.5 MB over the 10,000-run soak; at 10,000 the p99
-    of 300 runs at a model's pace was twice that of rarer full collections."""
+    The youngest generation's threshold stays Python's: collecting it far less often
+    gained nothing once the append path was lean, made RSS creep over a long soak, and
+    left the p99 at a model's pace worse than rarer full collections do."""
     sys.setswitchinterval(SWITCH_INTERVAL)
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)

@@ -108,7 +108,7 @@ def bind(settings: Settings) -> socket.socket:
     sock.set_inheritable(True)
     # asyncio turns Nagle off only on sockets whose proto is IPPROTO_TCP, which this
     # one (proto 0) is not: set it here, accepted connections inherit it. Without it a
-    # small write waits for the client's delayed ACK: ~40 ms per keep-alive response.
+    # small write waits for the client's delayed ACK, on every keep-alive response.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if hasattr(socket, "TCP_USER_TIMEOUT"):
         # A client that vanished without closing (a phone losing its network) stops

@@ -12,7 +12,12 @@ import httpx
 from ag_ui.core import AgentCapabilities
 from pydantic import ValidationError
 
-from outlast.conformance import checks
+from outlast.conformance.checks.control import busy_thread, cancel
+from outlast.conformance.checks.interrupts import interrupt_durable
+from outlast.conformance.checks.replay import reattach, retry_attaches
+from outlast.conformance.checks.restart import restart
+from outlast.conformance.checks.verdicts import answered, fail
+from outlast.conformance.checks.visibility import progress_visible, survives_disconnect
 from outlast.conformance.report import CHECKS, Report, Result
 from outlast.conformance.session import BINDING, Options, Session
 from outlast.conformance.validity import valid
@@ -21,13 +26,13 @@ from outlast.conformance.wire import Exchange, Wire, final_event
 Check = Callable[[Session], Awaitable[Result]]
 
 CONCURRENT: dict[str, Check] = {
-    "survives-disconnect": checks.survives_disconnect,
-    "progress-visible": checks.progress_visible,
-    "reattach": checks.reattach,
-    "retry-attaches": checks.retry_attaches,
-    "busy-thread": checks.busy_thread,
-    "cancel": checks.cancel,
-    "interrupt-durable": checks.interrupt_durable,
+    "survives-disconnect": survives_disconnect,
+    "progress-visible": progress_visible,
+    "reattach": reattach,
+    "retry-attaches": retry_attaches,
+    "busy-thread": busy_thread,
+    "cancel": cancel,
+    "interrupt-durable": interrupt_durable,
 }
 
 
@@ -86,11 +91,11 @@ async def run_checks(options: Options) -> Report:
         ref = await s.post(s.run_input(thread, run))
         results: dict[str, Result] = {}
         if ref.status is None or ref.status >= 300 or final_event(ref) is None:
-            why = checks.answered(ref) or ("the stream did not end with the run's end: "
-                                           f"{ref.error or 'it was cut'}")
+            why = answered(ref) or ("the stream did not end with the run's end: "
+                                    f"{ref.error or 'it was cut'}")
             for c in wanted:
-                results[c] = checks.fail(c, f"a plain run does not work, so nothing can be "
-                                            f"checked: {why}", ref)
+                results[c] = fail(c, f"a plain run does not work, so nothing can be "
+                                     f"checked: {why}", ref)
         else:
             s.reference = ref
             s.keep(ref, "a plain run")
@@ -99,7 +104,7 @@ async def run_checks(options: Options) -> Report:
             done = await asyncio.gather(*(guarded(c, CONCURRENT[c], s, limit) for c in todo))
             results.update(zip(todo, done, strict=True))
             if "restart" in wanted:
-                results["restart"] = await guarded("restart", checks.restart, s,
+                results["restart"] = await guarded("restart", restart, s,
                                                    limit + 240)
             if "valid" in wanted:
                 results["valid"] = await asyncio.to_thread(valid, s.streams)

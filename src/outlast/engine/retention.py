@@ -22,8 +22,8 @@ from outlast.store.base import Freed, Store
 log = logging.getLogger("outlast.engine")
 
 # One batch: at most this many runs and about this many events (a longer log goes
-# over several batches). Measured by bench/retention_soak.py: a batch of this size
-# keeps concurrent streams' p99 delay well under 50 ms on SQLite.
+# over several batches), small enough that concurrent streams are not held up behind it
+# (bench/retention_soak.py measures it: docs/performance.md, "Retention").
 BATCH_RUNS = 100
 BATCH_EVENTS = 2000
 # Between batches: a writer waiting for the store gets it first.

@@ -2,11 +2,11 @@
 
 glibc's allocator keeps freed memory in its arenas for reuse rather than returning it,
 and a server's allocation pattern (buffers of every size, per request, per commit, in
-several threads) leaves much of it in holes it cannot give back by itself: measured
-over 10,000 runs on PostgreSQL, RSS crept up about 1 MB per 1,000 runs although live
-objects did not grow, and ``malloc_trim`` took it back down to flat. So the engine
-trims once a minute. Elsewhere (another C library, another platform) there is nothing
-to call and nothing is done.
+several threads) leaves much of it in holes it cannot give back by itself: over a
+long soak RSS creeps up although live objects do not grow, and ``malloc_trim`` takes
+it back down to flat (docs/performance.md, "Memory"). So the engine trims once a
+minute. Elsewhere (another C library, another platform) there is nothing to call and
+nothing is done.
 """
 
 from __future__ import annotations

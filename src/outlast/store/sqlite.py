@@ -36,13 +36,13 @@ from outlast.store.sqlstore import Body, SqlStore, T
 log = logging.getLogger("outlast.store.sqlite")
 
 # Retention (spec §6). Free pages handed back to the file system per reclaim() (4 KiB
-# each): about a millisecond of the writer's time.
+# each): few enough that a reclaim holds the writer only briefly.
 RECLAIM_PAGES = 512
 # The -wal file is cut back to this after a checkpoint: a burst of writes must not
 # leave it large for good.
 WAL_LIMIT = 16 << 20
-# At most this many admissions commit in one transaction (``SQLiteStore.admit``): about
-# 15 ms of the writer's time on a busy process.
+# At most this many admissions commit in one transaction (``SQLiteStore.admit``): one
+# commit for a burst of them, yet a bound on how long they hold the writer.
 ADMISSIONS_AT_ONCE = 32
 # A file written before incremental vacuum is converted at open (one VACUUM, which
 # rewrites it) only up to this size; a larger one says how to convert it.

@@ -1,37 +1,25 @@
-"""Server settings, declared once.
-
-Each field of :class:`Settings` carries its meaning, unit, range or choices and
-its ``OUTLAST_*`` environment variable. ``outlast serve``'s flags and their
-``--help`` text are derived from this declaration (see :func:`options`), and a
-flag's value and its environment variable's value go through the same
-validation. Python callers build ``Settings(data_dir=..., lease_ttl=1.0)``;
-keywords win over the environment, the environment over the defaults.
-"""
+"""The declaration of :class:`Settings`: every field with its meaning, unit, range or
+choices, its validation, and where its value comes from (keywords, then ``OUTLAST_*``
+variables, then the default)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import os
-import types
-import typing
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
 
-import annotated_types
 from pydantic import Field, JsonValue, SecretStr, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from outlast.config.flags import ENV_PREFIX, Option, option_of
+from outlast.config.hosts import allowed_host_problem
+from outlast.config.limits import parse_limits
+from outlast.config.webhook import webhook_key, webhook_url_problem
 from outlast.targets import import_target
 
 SnapshotHook = Callable[[dict[str, Any]], Awaitable[None] | None]
-
-ENV_PREFIX = "OUTLAST_"
 
 
 def setting(default: Any = None, help: str = "", *, unit: str | None = None,
@@ -295,168 +283,10 @@ class _Environment(PydanticBaseSettingsSource):
         return values
 
 
-LIMIT_KEYS = {"activeRuns": "active_runs", "runsPerMinute": "runs_per_minute",
-              "tokensPerDay": "tokens_per_day"}
-
-
-def parse_limits(text: str) -> dict[str, dict[str, int]]:
-    """A limits file's overrides by principal; ValueError saying what is wrong."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError('expected an object of principals: {"alice": {"activeRuns": 2}}')
-    out: dict[str, dict[str, int]] = {}
-    for principal, limits in data.items():
-        if not isinstance(limits, dict):
-            raise ValueError(f"{principal}: expected an object of limits")
-        for key, value in limits.items():
-            if key not in LIMIT_KEYS:
-                raise ValueError(f"{principal}.{key}: not one of {', '.join(LIMIT_KEYS)}")
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{principal}.{key}: expected a count, 0 for no limit")
-        out[principal] = {LIMIT_KEYS[k]: v for k, v in limits.items()}
-    return out
-
-
-
-def webhook_key(secret: str) -> bytes:
-    """The HMAC key of ``--webhook-secret``: the decoded bytes of a Standard Webhooks
-    ``whsec_<base64>`` secret, otherwise the text's UTF-8 bytes. ValueError (never
-    quoting the secret) for an empty key or a ``whsec_`` one that is not base64."""
-    if secret.startswith("whsec_"):
-        try:
-            key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
-        except binascii.Error:
-            raise ValueError("a whsec_ secret is whsec_ followed by base64") from None
-    else:
-        key = secret.encode()
-    if not key:
-        raise ValueError("the webhook secret is empty")
-    return key
-
-
-def webhook_url_problem(url: str, *, prefix: bool, raise_it: bool = False) -> str | None:
-    """Why ``url`` cannot be a webhook URL (or, with ``prefix``, an allowed prefix):
-    http or https, a host, no spaces or control characters; a prefix reaches the first
-    ``/`` of the path, so ``https://hooks.example`` cannot admit
-    ``https://hooks.example.evil``. None when it can; ValueError with ``raise_it``."""
-    problem = _url_problem(url, prefix)
-    if problem is not None and raise_it:
-        raise ValueError(problem)
-    return problem
-
-
-def _url_problem(url: str, prefix: bool) -> str | None:
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
-        return "a webhook URL has no spaces or control characters"
-    try:
-        parts = urlsplit(url)
-        host, _ = parts.hostname, parts.port
-    except ValueError as exc:  # an unbalanced [ of an IPv6 host, a port out of range
-        return f"not a URL: {exc}"
-    if parts.scheme not in ("http", "https") or not host:
-        return f"expected an http:// or https:// URL with a host, got {url[:200]!r}"
-    if prefix and not parts.path.startswith("/"):
-        return f"a webhook prefix reaches the / after the host (like {url}/), got {url[:200]!r}"
-    if _climbs(parts.path):
-        return ("a webhook URL has no . or .. path segments and no backslash, in any "
-                f"spelling (%2e, %2E%2E%2F, ...), got {url[:200]!r}")
-    return None
-
-
-def _climbs(path: str) -> bool:
-    """Whether ``path``, decoded as often as a chain of servers might, holds a ``.`` or
-    ``..`` segment or a backslash (which some servers take for a slash): either could
-    take a request out of the prefix it was admitted under."""
-    for _ in range(8):
-        decoded = unquote(path)
-        if decoded == path:
-            break
-        path = decoded
-    return "\\" in path or any(segment in (".", "..") for segment in path.split("/"))
-
-
-def within_prefix(url: str, prefix: str) -> bool:
-    """Whether ``url`` lies under ``prefix``, compared part by part as a client sends
-    it (scheme and host in any case, a default port written or not), never as text."""
-    a, b = urlsplit(url), urlsplit(prefix)
-    try:
-        ports = (a.port or _DEFAULT_PORTS.get(a.scheme.lower()),
-                 b.port or _DEFAULT_PORTS.get(b.scheme.lower()))
-    except ValueError:
-        return False
-    return (a.scheme.lower() == b.scheme.lower() and a.hostname == b.hostname
-            and ports[0] == ports[1] and (a.username, a.password) == (b.username, b.password)
-            and a.path.startswith(b.path) and not _climbs(a.path))
-
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def host_name(value: str) -> str | None:
-    """The name of a ``Host`` header or of an allowed host, lowercased, without port,
-    brackets or a trailing dot; None when it is not ``name[:port]`` or ``[v6][:port]``."""
-    value = value.strip().lower()
-    if not value or any(c in "/\\@?#" or ord(c) <= 32 or ord(c) == 127 for c in value):
-        return None
-    if value.startswith("["):
-        name, bracket, rest = value[1:].partition("]")
-        if not bracket or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
-            return None
-        return name or None
-    name, colon, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "")
-    if colon and not port.isdigit():
-        return None
-    name = name.rstrip(".")
-    return name or None
-
-
-def allowed_host_problem(value: str) -> str | None:
-    """Why ``value`` cannot be an ``--allowed-host``; None when it can."""
-    bare = value.strip().removeprefix(".")
-    if value.strip() == "*":
-        return None
-    if "://" in bare:
-        return f"an allowed host is a name, not a URL, got {value[:200]!r}"
-    if bare.count(":") == 1 or "]:" in bare:
-        return f"an allowed host is a name without port (any port is served), got {value[:200]!r}"
-    if host_name(bare) is None:
-        return f"expected a host name like api.example.com, .example.com or *, got {value[:200]!r}"
-    return None
-
-
 def load_target(spec: str, app_dir: Path | None = None) -> Any:
     """The object ``module:attr`` names, imported now from ``app_dir`` (default: the
     current directory) or the installed packages; ValueError saying why not."""
     return import_target(spec, app_dir)
-
-
-@dataclass(frozen=True)
-class Option:
-    """How one setting appears on the command line and in the environment."""
-
-    name: str
-    flag: str
-    env: str
-    help: str
-    metavar: str | None
-    default: Any
-    unit: str | None
-    choices: tuple[str, ...]
-    bounds: str | None
-    repeatable: bool
-    switch: bool
-    secret: bool = False  # its value is never shown (--webhook-secret)
-
-    def describe(self) -> str:
-        """``--help`` text: meaning, then unit, range, default and variable."""
-        facts = [f for f in (self.unit, self.bounds) if f]
-        if self.default is not None and self.default is not False and self.default != []:
-            facts.append(f"default {_show(self.default)}")
-        facts.append(f"env {self.env}" + (", comma-separated" if self.repeatable else ""))
-        return f"{self.help} ({'; '.join(facts)})"
 
 
 def options() -> list[Option]:
@@ -469,53 +299,5 @@ def option(name: str) -> Option:
     return _OPTIONS[name]
 
 
-def _option(name: str, field: FieldInfo) -> Option:
-    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    annotation = _unwrap_optional(field.annotation)
-    choices = tuple(str(c) for c in typing.get_args(annotation)) \
-        if typing.get_origin(annotation) is Literal else ()
-    default = field.get_default(call_default_factory=True)
-    return Option(
-        name=name, flag=str(extra.get("flag") or "--" + name.replace("_", "-")),
-        env=str(extra.get("env") or ENV_PREFIX + name.upper()),
-        help=field.description or "", metavar=_str_or_none(extra.get("metavar")) or
-        ("|".join(choices) if choices else None), default=default,
-        unit=_str_or_none(extra.get("unit")), choices=choices, bounds=_bounds(field),
-        repeatable=typing.get_origin(annotation) is list, switch=annotation is bool,
-        secret=annotation is SecretStr)
-
-
-def _unwrap_optional(annotation: Any) -> Any:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return annotation
-
-
-def _bounds(field: FieldInfo) -> str | None:
-    low = high = None
-    for m in field.metadata:
-        if isinstance(m, annotated_types.Gt):
-            low = f"> {m.gt}"
-        elif isinstance(m, annotated_types.Ge):
-            low = f">= {m.ge}"
-        elif isinstance(m, annotated_types.Le):
-            high = f"<= {m.le}"
-    if low and high and low.startswith(">="):
-        return f"{low[3:]}..{high[3:]}"
-    return " and ".join(b for b in (low, high) if b) or None
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _str_or_none(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-_OPTIONS: dict[str, Option] = {name: _option(name, f)
+_OPTIONS: dict[str, Option] = {name: option_of(name, f)
                                for name, f in Settings.model_fields.items()}
