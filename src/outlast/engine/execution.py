@@ -40,7 +40,13 @@ from outlast.protocol.events import (
 from outlast.protocol.fold import STATE_EVENTS, ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import unanswered_tool_calls
-from outlast.protocol.verify import MODELS, ProtocolViolation, check_order, check_schema
+from outlast.protocol.verify import (
+    MODELS,
+    ProtocolViolation,
+    check_order,
+    check_schema,
+    delta_key,
+)
 from outlast.store.base import EffectRecord, FinishWrite, RunRecord, Store
 from outlast.store.notifications import WorkAvailable
 from outlast.tracing import TRACING
@@ -132,6 +138,10 @@ class RunExecution:
         """Append an agent's event: checked first (G11), shown only once committed (G2)."""
         if self.violation is not None:
             raise self.violation  # the run is failing: nothing more from this agent
+        if type(event) is dict and self._append_delta(event):
+            if self.services.writer.over_high_water(self.channel):
+                await self.services.writer.make_room(self.channel)
+            return
         try:
             if isinstance(event, dict):  # first: the common case, and a cheap test
                 data: dict[str, Any] = dict(event)
@@ -148,6 +158,25 @@ class RunExecution:
             log.error("run %s: the agent broke the AG-UI protocol: %s", self.run.id, violation)
             raise
         await self._append(data, limit=self.services.settings.max_event_bytes)
+
+    def _append_delta(self, event: dict[str, Any]) -> bool:
+        """Most of what an agent emits, in one pass: a content delta continuing an open
+        construct, checked (G11), folded and queued exactly as ``emit`` and ``_append``
+        would, minus what cannot apply to it (no opener, no state, no boundary, no
+        construct opened or closed). False, with nothing done, for any other event."""
+        key = delta_key(event)
+        if key is None or not self.fold.continues(key) or self.channel.fenced:
+            return False
+        data = event if "timestamp" in event else {**event, "timestamp": now_ms()}
+        body = dumps(data)
+        size = len(body) if body.isascii() else len(body.encode())
+        if size > self.services.settings.max_event_bytes:
+            return False  # refused the general way
+        self.fold.apply(data)
+        self.seq += 1
+        self.services.writer.append(self.channel, self.seq, False, body)
+        self.snapshots.pending = None  # inside an open construct: no boundary
+        return True
 
     async def _append(self, data: dict[str, Any], limit: int | None = None) -> None:
         """Append one event. ``limit`` bounds what an agent emits; the engine's own

@@ -128,6 +128,11 @@ class ThreadFold(MessageIndex):
         read-only view."""
         return self._open.keys()
 
+    def continues(self, key: constructs.Key) -> bool:
+        """True when the construct ``key`` is open outside any chunk lane: a content delta
+        for it passes the ordering checks and ``apply`` folds it with its handler alone."""
+        return key in self._open and not self._chunks.lanes
+
     @property
     def chunk_lanes_open(self) -> bool:
         """True while a construct assembled from ``*_CHUNK`` events is open."""
