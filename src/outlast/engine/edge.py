@@ -18,7 +18,7 @@ from outlast.engine import fork as forks
 from outlast.engine.hub import Hub, RunFeed
 from outlast.engine.metrics import Metrics
 from outlast.errors import InterruptNotPending, InvalidRequest, RunNotFound, ThreadNotFound
-from outlast.protocol.fold import state_after
+from outlast.protocol.state import state_after
 from outlast.store.base import (
     FINAL,
     ForkWrite,

@@ -20,7 +20,7 @@ PROTOCOL_VERSION = "1.0"
 
 def now_ms() -> int:
     """An AG-UI timestamp: milliseconds since the epoch."""
-    return int(time.time() * 1000)
+    return time.time_ns() // 1_000_000
 
 
 def run_started(thread_id: str, run_id: str, *, input: Event | None = None,

@@ -37,12 +37,12 @@ from outlast.protocol.jsonutil import (
     own_message,
 )
 from outlast.protocol.message_index import Message, MessageIndex, tool_calls
+from outlast.protocol.messages_snapshot import merged_snapshot
+from outlast.protocol.state import next_state
 
 Event = dict[str, Any]
 
 log = logging.getLogger(__name__)
-
-_ACTIVITY_HISTORY_METADATA = "@ag-ui/client"
 
 
 @dataclass
@@ -127,6 +127,11 @@ class ThreadFold(MessageIndex):
         """The keys of the constructs open now (as ``verifyEvents`` tracks them): a live,
         read-only view."""
         return self._open.keys()
+
+    def continues(self, key: constructs.Key) -> bool:
+        """True when the construct ``key`` is open outside any chunk lane: a content delta
+        for it passes the ordering checks and ``apply`` folds it with its handler alone."""
+        return key in self._open and not self._chunks.lanes
 
     @property
     def chunk_lanes_open(self) -> bool:
@@ -334,48 +339,9 @@ class ThreadFold(MessageIndex):
         self._state_changed = True
 
     def _on_messages_snapshot(self, event: Event, chunked: bool) -> None:
-        incoming = [clone_message(m) for m in event.get("messages") or ()]
-        by_id = {m.get("id"): m for m in incoming}  # the last of duplicate ids wins
-        declared, owned = _authoritative_activity_types(event)
-        has_activity = any(m.get("role") == "activity" for m in incoming)
-        has_reasoning = any(m.get("role") == "reasoning" for m in incoming)
-
-        def preserved(message: Message) -> bool:
-            # Client-only activity/reasoning messages survive a snapshot that does not
-            # speak for their kind (the backend may simply not track them).
-            role = message.get("role")
-            if role == "activity":
-                if not declared:
-                    return not has_activity
-                return owned is not None and message.get("activityType") not in owned
-            return role == "reasoning" and not has_reasoning
-
-        result: list[Message] = []
-        removed: set[str] = set()
-        reordered = False
-        present: set[Any] = set()
-        used: set[int] = set()
-        for old in self.messages:
-            mid: Any = old.get("id")
-            new = by_id.get(mid)
-            if new is None and not preserved(old):
-                removed.add(mid)
-                continue
-            if len(result) != self._pos[id(old)]:
-                reordered = True  # something before it was removed
-            if new is None or new == old:
-                result.append(old)  # unchanged: keep the object, nothing to save
-            else:
-                if id(new) in used:  # two old messages with one id, one replacement
-                    new = clone_json(new)
-                used.add(id(new))
-                self._dirty[id(new)] = new
-                result.append(new)
-            present.add(mid)
-        for new in incoming:
-            if new.get("id") not in present:
-                self._dirty[id(new)] = new
-                result.append(new)
+        result, removed, reordered, fresh = merged_snapshot(self.messages, self._pos, event)
+        for message in fresh:
+            self._dirty[id(message)] = message
         self._replace_all(result, removed, reordered)
 
     def _on_activity_snapshot(self, event: Event, chunked: bool) -> None:
@@ -476,24 +442,6 @@ class ThreadFold(MessageIndex):
         self._closed(event)
 
 
-def _authoritative_activity_types(event: Event) -> tuple[bool, list[str] | None]:
-    """(declared, types): the activity types a snapshot's metadata claims; None claims all."""
-    metadata = event.get("metadata")
-    if not isinstance(metadata, dict) or _ACTIVITY_HISTORY_METADATA not in metadata:
-        return False, None
-    value = metadata[_ACTIVITY_HISTORY_METADATA]
-    if not isinstance(value, dict):
-        return True, []  # an invalid declaration owns no types
-    if "authoritativeActivityTypes" not in value:
-        return False, None
-    types = value["authoritativeActivityTypes"]
-    if types is None:
-        return True, None
-    if isinstance(types, list) and all(isinstance(t, str) for t in types):
-        return True, types
-    return True, []
-
-
 _Handler = Callable[[ThreadFold, Event, bool], None]
 _HANDLERS: dict[str, _Handler] = {
     "TEXT_MESSAGE_START": ThreadFold._on_message_start,
@@ -523,30 +471,6 @@ _HANDLERS: dict[str, _Handler] = {
     "SUBAGENT_FINISHED": ThreadFold._on_close,
     "SUBAGENT_ERROR": ThreadFold._on_close,
 }
-
-
-STATE_EVENTS = frozenset({"STATE_SNAPSHOT", "STATE_DELTA"})
-
-
-def next_state(state: Any, event: Event) -> Any:
-    """The shared state after a state event, as a new value: ``state`` is never changed
-    in place (so a reference to it stays the state as of its time). Raises one of
-    ``PATCH_ERRORS`` for a delta that does not apply, which the fold then skips."""
-    if event["type"] == "STATE_SNAPSHOT":
-        return clone_json(event.get("snapshot"))
-    return apply_json_patch(state, event.get("delta"))
-
-
-def state_after(state: Any, events: Iterable[Event]) -> Any:
-    """``state`` with the state events of ``events`` applied as the fold applies them
-    (a delta that does not apply is skipped)."""
-    for event in events:
-        if event.get("type") in STATE_EVENTS:
-            try:
-                state = next_state(state, event)
-            except PATCH_ERRORS:
-                continue
-    return state
 
 
 def fold_events(

@@ -179,6 +179,28 @@ _NAMES = {"text": "text message", "tool": "tool call", "reasoning_message": "rea
           "reasoning": "reasoning phase", "step": "step", "subagent": "subagent"}
 
 
+_LANES = {etype: (kind, field, FLAT[etype]) for etype, (kind, field) in _DELTAS.items()}
+
+
+def delta_key(event: Event) -> constructs.Key | None:
+    """For a content delta whose schema the fast path accepts (as ``check_schema`` would),
+    the key of the construct it continues; None for any other event, which the two
+    checks then decide. A delta is accepted by ``check_order`` exactly when this key is
+    open and no chunk lane is (``ThreadFold.continues``)."""
+    etype = event.get("type")
+    lane = _LANES.get(etype) if type(etype) is str else None
+    if lane is None:
+        return None
+    kind, field, flat = lane
+    name = event.get(field)
+    if len(event) == 3:  # the type, the name and the delta, both strings: the usual shape
+        if type(name) is not str or type(event.get("delta")) is not str:
+            return None
+    elif not flat_ok(flat, event):
+        return None
+    return (kind, name)
+
+
 def check_schema(event: Event) -> None:
     """The event fits its type's AG-UI model (required fields present, types right)."""
     etype = event.get("type")
