@@ -111,8 +111,17 @@ def _unchecked(*_: Any) -> None:
     """Accept any event: the durable path with G11's checks left out (bench only)."""
 
 
-CHECKS = {"on": (execution.check_schema, execution.check_order),
-          "off": (_unchecked, _unchecked)}
+def _unchecked_delta(event: dict[str, Any]) -> tuple[str, Any] | None:
+    """The one-pass delta path's construct key without its schema check (bench only)."""
+    lane = _DELTA_LANES.get(event.get("type"))
+    return None if lane is None else (lane[0], event.get(lane[1]))
+
+
+_DELTA_LANES = {"TEXT_MESSAGE_CONTENT": ("text", "messageId"),
+                "TOOL_CALL_ARGS": ("tool", "toolCallId"),
+                "REASONING_MESSAGE_CONTENT": ("reasoning_message", "messageId")}
+CHECKS = {"on": (execution.check_schema, execution.check_order, execution.delta_key),
+          "off": (_unchecked, _unchecked, _unchecked_delta)}
 
 
 def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
@@ -135,8 +144,10 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
 
     @app.put("/bench/validation/{state}")
     async def validation(state: str) -> dict[str, str]:
-        # The execution module looks both checks up at every emit.
-        execution.check_schema, execution.check_order = CHECKS[state]  # type: ignore[assignment]
+        # The execution module looks the checks up at every emit (a content delta's
+        # schema check is in delta_key, its one-pass path).
+        (execution.check_schema, execution.check_order,  # type: ignore[assignment]
+         execution.delta_key) = CHECKS[state]
         return {"validation": state}
 
     @app.get("/bench/runs/{run_id}/events", response_model=None)
