@@ -9,23 +9,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import TokenUsage
 
 from outlast.agent import Agent
-from outlast.config import Settings
 from outlast.engine import usage
 from outlast.engine.context import EngineRunContext, resolutions_of
 from outlast.engine.history import new_messages, sharing_history
-from outlast.engine.hub import Hub
-from outlast.engine.metrics import Metrics
 from outlast.engine.outages import Patient
-from outlast.engine.outcome import RunOutcome
+from outlast.engine.outcome import RunOutcome, RunServices
 from outlast.engine.snapshots import Snapshots, fold_log
-from outlast.engine.writer import NO_STATE, Writer
+from outlast.engine.writer import NO_STATE
 from outlast.errors import LeaseLost, PayloadTooLarge
 from outlast.logs import about_run
 from outlast.protocol.constructs import OPENERS, construct_row
@@ -44,26 +39,12 @@ from outlast.protocol.verify import (
     check_schema,
     delta_key,
 )
-from outlast.store.base import EffectRecord, FinishWrite, RunRecord, Store
+from outlast.store.base import EffectRecord, FinishWrite, RunRecord
 from outlast.tracing import TRACING
 
 log = logging.getLogger("outlast.run")
 
 AGUI_MODELS = tuple(MODELS.values())
-
-
-@dataclass(frozen=True)
-class RunServices:
-    """What an execution needs from the engine, and nothing more."""
-
-    store: Store
-    writer: Writer
-    hub: Hub
-    settings: Settings
-    metrics: Metrics
-    instance: str
-    is_draining: Callable[[], bool]
-    on_snapshot: Callable[[dict[str, Any]], None]  # the host's hook, called off the run's path
 
 
 class RunExecution(RunOutcome):

@@ -6,27 +6,43 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from outlast.agent import AgentError, RunSuspended
+from outlast.config import Settings
 from outlast.engine import usage
+from outlast.engine.hub import Hub
 from outlast.engine.limits import STOPS
+from outlast.engine.metrics import Metrics
 from outlast.engine.snapshots import Snapshots
 from outlast.engine.webhooks import owed
-from outlast.engine.writer import RunChannel
+from outlast.engine.writer import RunChannel, Writer
 from outlast.errors import LeaseLost, PayloadTooLarge
 from outlast.protocol.events import parse_time, run_finished
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import unanswered_tool_calls
 from outlast.protocol.verify import ProtocolViolation
-from outlast.store.base import FinishWrite, RunRecord
+from outlast.store.base import FinishWrite, RunRecord, Store
 from outlast.store.notifications import WorkAvailable
 
-if TYPE_CHECKING:
-    from outlast.engine.execution import RunServices
-
 log = logging.getLogger("outlast.run")
+
+
+@dataclass(frozen=True)
+class RunServices:
+    """What an execution needs from the engine, and nothing more."""
+
+    store: Store
+    writer: Writer
+    hub: Hub
+    settings: Settings
+    metrics: Metrics
+    instance: str
+    is_draining: Callable[[], bool]
+    on_snapshot: Callable[[dict[str, Any]], None]  # the host's hook, called off the run's path
 
 
 class RunOutcome:

@@ -27,12 +27,13 @@ from outlast.engine.admission import (
     check_tool_results,
 )
 from outlast.engine.edge import EdgeReads
-from outlast.engine.execution import RunExecution, RunServices
+from outlast.engine.execution import RunExecution
 from outlast.engine.history import ResentHistory
 from outlast.engine.hub import Hub
 from outlast.engine.leases import HeldLeases, LeaseKeeper, Losses
 from outlast.engine.metrics import Metrics
 from outlast.engine.outages import OutageWatch
+from outlast.engine.outcome import RunServices
 from outlast.engine.trim import malloc_trim, trim_forever
 from outlast.engine.webhooks import Deliveries, check_request_webhook, owed
 from outlast.engine.writer import Writer
