@@ -29,7 +29,13 @@ from ag_ui.core.token_usage import token_usage_from_langchain_metadata
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
-from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off, owed_calls
+from outlast.agents.resume import (
+    answer_placeholder,
+    finished,
+    is_placeholder,
+    mark_cut_off,
+    owed_calls,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -181,9 +187,10 @@ def _journaled(invoke: Any) -> Any:
 
 
 def to_langchain(messages: list[dict[str, Any]]) -> list[Any]:
-    """AG-UI messages as LangChain messages, each keeping its id."""
+    """AG-UI messages as LangChain messages, each keeping its id; unfinished replies are
+    not sent back to the model."""
     out: list[Any] = []
-    for m in messages:
+    for m in finished(messages):
         role, mid = m.get("role"), m.get("id")
         if role == "user":
             out.append(HumanMessage(content=text_of(m.get("content")), id=mid))

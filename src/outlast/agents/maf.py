@@ -28,7 +28,7 @@ import json
 from typing import Any
 
 from outlast.agent import Agent, Capabilities, Resolution, RunContext
-from outlast.agents.resume import answer_placeholder, call_args, owed_calls
+from outlast.agents.resume import answer_placeholder, call_args, finished, owed_calls
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -52,10 +52,11 @@ def _require() -> Any:
 
 
 def to_maf(messages: list[dict[str, Any]]) -> list[Any]:
-    """AG-UI messages as MAF messages (text, function calls, function results)."""
+    """AG-UI messages as MAF messages (text, function calls, function results);
+    unfinished replies are not sent back to the model."""
     lib = _require()
     out: list[Any] = []
-    for m in messages:
+    for m in finished(messages):
         role = m.get("role")
         if role in ("user", "system", "developer"):
             out.append(lib.Message("system" if role == "developer" else role,

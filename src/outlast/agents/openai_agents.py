@@ -31,7 +31,13 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
-from outlast.agents.resume import answer_placeholder, call_args, mark_cut_off, owed_calls
+from outlast.agents.resume import (
+    answer_placeholder,
+    call_args,
+    finished,
+    mark_cut_off,
+    owed_calls,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -56,9 +62,10 @@ def _require() -> Any:
 
 
 def to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """AG-UI messages as the SDK's input items (Responses-style)."""
+    """AG-UI messages as the SDK's input items (Responses-style); unfinished replies are
+    not sent back to the model."""
     items: list[dict[str, Any]] = []
-    for m in messages:
+    for m in finished(messages):
         role = m.get("role")
         if role in ("user", "system", "developer"):
             items.append({"role": role, "content": text_of(m.get("content"))})
@@ -358,7 +365,8 @@ class _Relay:
         ctx = self.ctx
         resumed = ctx.resumed and saved.get("run") == ctx.run_id and "settled" in saved
         settled = int(saved["settled"]) if resumed else None
-        cut = await mark_cut_off(ctx, settled) if settled is not None else None
+        if settled is not None:
+            await mark_cut_off(ctx, settled)  # and so left out: the model answers again
         owed = await owed_calls(ctx, KEY_PREFIX, settled)
         tools = {t.name: t for t in _all_tools(agent)}
         for call in owed:
@@ -367,7 +375,7 @@ class _Relay:
                 await self._answer_owed(tool, call)
         if settled is not None:
             log.info("run %s: resuming from message %d", ctx.run_id, settled)
-        return [m for m in ctx.messages if m.get("id") != cut]
+        return ctx.messages
 
     async def _answer_owed(self, tool: Any, call: dict[str, Any]) -> None:
         arguments = call["function"].get("arguments") or "{}"

@@ -28,7 +28,13 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 
 from outlast.agent import Agent, AgentError, Capabilities, RunContext, in_doubt
-from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off, owed_calls
+from outlast.agents.resume import (
+    answer_placeholder,
+    finished,
+    is_placeholder,
+    mark_cut_off,
+    owed_calls,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 
@@ -144,11 +150,11 @@ class PydanticAIAgent(Agent):
         if settled is None:
             # A continuation: the calls a person answered a question about run in place.
             owed = [c["id"] for c in await owed_calls(ctx, KEY_PREFIX, None)]
-            return [m for m in ctx.messages if not (
+            return [m for m in finished(ctx.messages) if not (
                 is_placeholder(m) and m.get("toolCallId") in owed)], owed
         cut = await mark_cut_off(ctx, settled)  # the model answers again
         owed = [c["id"] for c in await owed_calls(ctx, KEY_PREFIX, settled)]
-        history = [m for m in ctx.messages if m.get("id") != cut and not is_placeholder(m)]
+        history = [m for m in finished(ctx.messages) if not is_placeholder(m)]
         log.info("run %s: resuming from message %d (%d calls owed, reply cut off: %s)",
                  ctx.run_id, settled, len(owed), cut is not None)
         return history, owed

@@ -40,7 +40,7 @@ from typing import Any
 
 from outlast.agent import Agent, AgentError, Capabilities, Resolution, RunContext, in_doubt
 from outlast.agents.agno.stream import APPROVAL_KIND, KEY_PREFIX, Relay, execute, journaled
-from outlast.agents.resume import answer_placeholder, mark_cut_off, owed_calls
+from outlast.agents.resume import answer_placeholder, finished, mark_cut_off, owed_calls
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -74,9 +74,10 @@ def serves(obj: Any) -> bool:
 
 
 def to_agno(messages: list[dict[str, Any]]) -> list[Any]:
-    """AG-UI messages as Agno messages (text, tool calls, tool results)."""
+    """AG-UI messages as Agno messages (text, tool calls, tool results); unfinished
+    replies are not sent back to the model."""
     out: list[Any] = []
-    for m in messages:
+    for m in finished(messages):
         role, content = m.get("role"), text_of(m.get("content"))
         if role in ("user", "system", "developer"):
             out.append(Message(role="system" if role == "developer" else role, content=content))
@@ -241,7 +242,7 @@ class AgnoHost(Agent):
         ctx.session_state.setdefault(SESSION_KEY, {}).update(
             run=ctx.run_id, settled=len(ctx.messages))
         # A placeholder left is the engine's word for a call no attempt answers.
-        return to_agno([m for m in ctx.messages if m.get("id") != cut])
+        return to_agno(ctx.messages)
 
     async def _settle(self, ctx: RunContext, agent: Any, answers: list[Resolution]) -> None:
         """Answer, in the thread, the calls of a paused run that a crashed continuation

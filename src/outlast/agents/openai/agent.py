@@ -31,24 +31,13 @@ from outlast.agent import (
     in_doubt,
 )
 from outlast.agents.openai.client import ModelClient
-from outlast.agents.openai.wire import (
-    FINISH,
-    INTERRUPTED,
-    STREAMING,
-    CallPiece,
-    Turn,
-    Usage,
-    finish_of,
-    to_openai,
-    tool_spec,
-)
+from outlast.agents.openai.wire import CallPiece, Turn, Usage, to_openai, tool_spec
+from outlast.agents.resume import ENGINE_PLACEHOLDER, FINISH, INTERRUPTED, STREAMING, finish_of
 
 log = logging.getLogger("outlast.agents.openai")
 
 APPROVAL_KIND = "tool_approval"
 DECLINED = "The person declined this tool call; it was not run."
-ENGINE_PLACEHOLDER = "result_"  # the id prefix of the result the engine gives a call
-# left open by a crashed attempt (engine.execution._close_open)
 
 
 class ChatAgent(Agent):

@@ -131,7 +131,8 @@ class StrandsAgent(Agent):
         crashed = ctx.resumed and saved.get("run") == ctx.run_id
         settled = saved.get("settled") if crashed and isinstance(saved.get("settled"), int) \
             else None
-        cut = await mark_cut_off(ctx, settled) if settled is not None else None
+        if settled is not None:
+            await mark_cut_off(ctx, settled)  # and so left out: the model answers again
         # Calls a dead attempt was executing are asked about first (ending the run if any
         # is in doubt); those a person answered about run here, through the journal.
         owed = {c["id"] for c in await owed_calls(ctx, KEY_PREFIX, settled)}
@@ -141,7 +142,7 @@ class StrandsAgent(Agent):
                     await self._execute(ctx, agent, call)
             owed = set()
         held = set(saved.get("held") or ())
-        new = [m for m in ctx.messages if m.get("id") not in held and m.get("id") != cut]
+        new = [m for m in ctx.messages if m.get("id") not in held]
         # After a crash, a reply whose calls were left without a result goes back without
         # its results: Strands runs its calls again in its own loop (hooks first, then the
         # journal, which holds those that ran), as it does a reply that ends in tool uses.
