@@ -28,6 +28,7 @@ import json
 from typing import Any
 
 from outlast.agent import Agent, Capabilities, Resolution, RunContext
+from outlast.agents.calls import approval
 from outlast.agents.resume import answer_placeholder, call_args, finished, owed_calls
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
@@ -295,17 +296,8 @@ def _approval(request: Any) -> dict[str, Any]:
         args = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
     except ValueError:
         args = {"arguments": raw}
-    shown = json.dumps(args, ensure_ascii=False)
-    if len(shown) > 300:
-        shown = shown[:297] + "..."
-    return {
-        "id": f"approve-{call.call_id}", "reason": "tool_call", "toolCallId": call.call_id,
-        "message": f"Run {call.name}({shown})?",
-        "responseSchema": {"type": "object", "properties": {"approved": {"type": "boolean"}},
-                           "required": ["approved"]},
-        "metadata": {"kind": APPROVAL_KIND, "tool": call.name, "args": args,
-                     "request": request.to_dict()},
-    }
+    return approval(call.call_id, call.name, args, APPROVAL_KIND, reason=False,
+                    request=request.to_dict())
 
 
 HOST = MafAgent

@@ -56,6 +56,26 @@ def finished(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         m.get("role") == "tool" and m.get("toolCallId") in dropped)]
 
 
+def note_settled(ctx: RunContext, key: str, **more: Any) -> None:
+    """Note in the host's ``session_state[key]`` (beside what else it keeps there) that
+    the thread holds ``len(ctx.messages)`` messages at a boundary of this run, with
+    ``more``: called just before an opener, as the snapshot is saved just before it."""
+    state = ctx.session_state.get(key)
+    if not isinstance(state, dict):
+        state = ctx.session_state[key] = {}
+    state.update(run=ctx.run_id, settled=len(ctx.messages), **more)
+
+
+def settled_at(ctx: RunContext, key: str) -> int | None:
+    """In a crash resume, how many messages the thread held at the last boundary the
+    dead attempt noted in ``session_state[key]`` (``note_settled``); else None."""
+    saved = ctx.session_state.get(key)
+    if not (ctx.resumed and isinstance(saved, dict) and saved.get("run") == ctx.run_id):
+        return None
+    settled = saved.get("settled")
+    return settled if isinstance(settled, int) else None
+
+
 def is_placeholder(message: dict[str, Any]) -> bool:
     """True for the engine's stand-in result of a call a crashed attempt left open."""
     return message.get("role") == "tool" and \

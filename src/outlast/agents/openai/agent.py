@@ -30,6 +30,7 @@ from outlast.agent import (
     ToolEffect,
     in_doubt,
 )
+from outlast.agents.calls import approval
 from outlast.agents.openai.client import ModelClient
 from outlast.agents.openai.wire import CallPiece, Turn, Usage, to_openai, tool_spec
 from outlast.agents.resume import ENGINE_PLACEHOLDER, FINISH, INTERRUPTED, STREAMING, finish_of
@@ -173,7 +174,8 @@ class ChatAgent(Agent):
                 continue
             answer = answers.get(call_id)
             if answer is None:
-                approvals.append(_approval(call_id, name, args))
+                approvals.append(approval(call_id, name, args, APPROVAL_KIND, reason=False,
+                                          edits=True))
                 continue
             # The stored interrupt is the authority: the call id, the tool and the
             # arguments the person saw come from it; the answer only says yes, no, or
@@ -367,21 +369,6 @@ class _TurnStream:
         self.turn.finish = finish
         await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.turn.message_id,
                              "metadata": {FINISH: finish}})
-
-
-def _approval(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    shown = json.dumps(args, ensure_ascii=False)
-    if len(shown) > 300:
-        shown = shown[:297] + "..."
-    return {
-        "id": f"approve-{call_id}", "reason": "tool_call", "toolCallId": call_id,
-        "message": f"Run {name}({shown})?",
-        "responseSchema": {
-            "type": "object",
-            "properties": {"approved": {"type": "boolean"}, "editedArgs": {"type": "object"}},
-            "required": ["approved"]},
-        "metadata": {"kind": APPROVAL_KIND, "tool": name, "args": args},
-    }
 
 
 def _result(finish: str, usage: Usage) -> dict[str, Any]:
