@@ -184,66 +184,87 @@ class MafAgent(Agent):
             messages.append(lib.Message("user", responses))
         stream = self.agent.run(messages, stream=True, session=session,
                                 middleware=[_journal(ctx)])
-        approvals: list[Any] = []
-        usage = RunningUsage()
-        text_id: str | None = None
-        parent: str | None = None
-        open_calls: list[str] = []
-        last_call: str | None = None
+        relay = _Relay(ctx)
         async for update in stream:
             for c in update.contents or ():
-                if c.type == "text" and c.text:
-                    if text_id is None:
-                        text_id = parent = ctx.new_id("msg")
-                        await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": text_id,
-                                        "role": "assistant"})
-                    await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": text_id,
-                                    "delta": c.text})
-                elif c.type == "function_call":
-                    call_id = c.call_id or last_call
-                    if call_id is None:
-                        continue
-                    if text_id is not None:
-                        await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})
-                        text_id = None
-                    if call_id not in open_calls:
-                        open_calls.append(call_id)
-                        start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call_id,
-                                                 "toolCallName": c.name or "tool"}
-                        if parent is not None:
-                            start["parentMessageId"] = parent
-                        await ctx.emit(start)
-                    last_call = call_id
-                    args = c.arguments
-                    if args:
-                        await ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
-                                        "delta": args if isinstance(args, str) else
-                                        json.dumps(args)})
-                elif c.type == "function_result" and c.call_id:
-                    if c.call_id in open_calls:
-                        open_calls.remove(c.call_id)
-                        await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": c.call_id})
-                    await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
-                                    "toolCallId": c.call_id, "role": "tool",
-                                    "content": _resulttext_of(c.result)})
-                    parent = None  # what follows a tool result is a new assistant message
-                elif c.type == "function_approval_request" and c.function_call is not None:
-                    approvals.append(c)
-                elif c.type == "usage":
-                    counted = usage.call(c.usage_details, getattr(update, "model_id", None))
-                    if counted is not None:
-                        ctx.record_usage(counted)
-        if text_id is not None:
-            await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})
-        for call_id in open_calls:  # front-end tools: the client answers them (AG-UI)
-            await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
-        if approvals:
+                await relay.send(c, getattr(update, "model_id", None))
+        await relay.close()
+        if relay.approvals:
             state = session.state.get(_APPROVAL_STATE)
             ctx.session_state[SESSION_KEY] = {
                 "toolApproval": json.loads(json.dumps(state, default=str))
                 if isinstance(state, dict) else None}
-            await ctx.interrupt(*[_approval(req) for req in approvals])
+            await ctx.interrupt(*[_approval(req) for req in relay.approvals])
 
+
+class _Relay:
+    """Turns the framework's streamed contents into AG-UI events on the run."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.text: str | None = None  # the open text message
+        self.parent: str | None = None  # the assistant message the next calls belong to
+        self.calls: list[str] = []  # tool calls open (started, not ended)
+        self.last_call: str | None = None  # the call a piece without an id continues
+        self.approvals: list[Any] = []  # the framework's approval requests
+        self.usage = RunningUsage()
+
+    async def send(self, c: Any, model: Any) -> None:
+        """One content of a streamed update (``model``: the update's model id)."""
+        if c.type == "text" and c.text:
+            if self.text is None:
+                self.text = self.parent = self.ctx.new_id("msg")
+                await self.ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": self.text,
+                                     "role": "assistant"})
+            await self.ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": self.text,
+                                 "delta": c.text})
+        elif c.type == "function_call":
+            await self._call(c)
+        elif c.type == "function_result" and c.call_id:
+            if c.call_id in self.calls:
+                self.calls.remove(c.call_id)
+                await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": c.call_id})
+            await self.ctx.emit({"type": "TOOL_CALL_RESULT",
+                                 "messageId": self.ctx.new_id("result"),
+                                 "toolCallId": c.call_id, "role": "tool",
+                                 "content": _resulttext_of(c.result)})
+            self.parent = None  # what follows a tool result is a new assistant message
+        elif c.type == "function_approval_request" and c.function_call is not None:
+            self.approvals.append(c)
+        elif c.type == "usage":
+            counted = self.usage.call(c.usage_details, model)
+            if counted is not None:
+                self.ctx.record_usage(counted)
+
+    async def _call(self, c: Any) -> None:
+        """A piece of a function call: its start (closing the text before it), its
+        arguments."""
+        call_id = c.call_id or self.last_call
+        if call_id is None:
+            return
+        if self.text is not None:
+            await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.text})
+            self.text = None
+        if call_id not in self.calls:
+            self.calls.append(call_id)
+            start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call_id,
+                                     "toolCallName": c.name or "tool"}
+            if self.parent is not None:
+                start["parentMessageId"] = self.parent
+            await self.ctx.emit(start)
+        self.last_call = call_id
+        args = c.arguments
+        if args:
+            await self.ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
+                                 "delta": args if isinstance(args, str) else json.dumps(args)})
+
+    async def close(self) -> None:
+        """The end of the stream: the open text closed, and the calls left open (front-end
+        tools: the client answers them, AG-UI)."""
+        if self.text is not None:
+            await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.text})
+        for call_id in self.calls:
+            await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
 
 def _invoker(tool: Any, name: str, args: Any, call_id: str) -> Any:
     """Runs ``tool`` for one call outside the framework's loop, its result journaled."""

@@ -24,6 +24,7 @@ from outlast.agent import (
     Agent,
     AgentError,
     Capabilities,
+    Resolution,
     RunContext,
     Tool,
     ToolArgumentsError,
@@ -176,31 +177,36 @@ class ChatAgent(Agent):
             if answer is None:
                 approvals.append(approval(call_id, name, args, APPROVAL_KIND, reason=False,
                                           edits=True))
-                continue
-            # The stored interrupt is the authority: the call id, the tool and the
-            # arguments the person saw come from it; the answer only says yes, no, or
-            # these edited arguments (validated like the model's).
-            meta = answer.interrupt.get("metadata") or {}
-            if meta.get("tool") != name:
-                await self._answer(ctx, call_id, DECLINED)
-            elif not answer.approved:
-                await self._answer(ctx, call_id, DECLINED if answer.status == "resolved"
-                                   else "The approval request was cancelled; not run.")
             else:
-                edited = answer.edited_args
-                chosen = edited if edited is not None else meta.get("args", args)
-                try:
-                    tool.validate(chosen)
-                except ToolArgumentsError as exc:
-                    await self._answer(ctx, call_id,
-                                       f"Not run: the person's edited arguments are invalid: {exc}")
-                    continue
-                await self._execute(ctx, tool, call_id, chosen)
+                await self._apply(ctx, tool, call_id, args, answer)
         if frontend:
             return True
         if approvals:
             await ctx.interrupt(*approvals)
         return False
+
+    async def _apply(self, ctx: RunContext, tool: Tool, call_id: str, args: dict[str, Any],
+                     answer: Resolution) -> None:
+        """Run or decline one call as a person answered its approval. The stored
+        interrupt is the authority: the call id, the tool and the arguments the person
+        saw come from it; the answer only says yes, no, or these edited arguments
+        (validated like the model's)."""
+        meta = answer.interrupt.get("metadata") or {}
+        if meta.get("tool") != tool.name:
+            await self._answer(ctx, call_id, DECLINED)
+        elif not answer.approved:
+            await self._answer(ctx, call_id, DECLINED if answer.status == "resolved"
+                               else "The approval request was cancelled; not run.")
+        else:
+            edited = answer.edited_args
+            chosen = edited if edited is not None else meta.get("args", args)
+            try:
+                tool.validate(chosen)
+            except ToolArgumentsError as exc:
+                await self._answer(ctx, call_id,
+                                   f"Not run: the person's edited arguments are invalid: {exc}")
+                return
+            await self._execute(ctx, tool, call_id, chosen)
 
     async def _execute(self, ctx: RunContext, tool: Tool, call_id: str,
                        args: dict[str, Any]) -> None:
