@@ -20,8 +20,8 @@ from tests.support.hosts import (
     body,
     executed,
     model,
-    params,
     start,
+    with_maf,
 )
 from tests.support.runs import one_result_per_call, stored_log, wait_final
 from tests.support.server import collect, wait_for
@@ -77,7 +77,7 @@ async def test_an_approval_survives_a_restart(
     assert thread["interrupts"] == []
 
 
-@pytest.mark.parametrize("host", params())
+@pytest.mark.parametrize("host", with_maf())
 async def test_sigkill_mid_reply_resumes_with_the_tool_run_once_and_one_answer(
         server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Host) -> None:
     data, log = tmp_path / "kill-data", tmp_path / "tools.log"

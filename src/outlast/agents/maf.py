@@ -17,9 +17,11 @@ binding stays on: its approval state is kept in the thread's private
 response against the request it recorded. Edited arguments are refused (the
 call is not run): the framework binds an approval to the call as recorded.
 
-A call a crashed attempt was executing is in doubt: the resumed attempt asks a person
-whether it happened (``outlast.agent.in_doubt``), and the continuation runs it again,
-takes the person's result, or fails, as they answered.
+A crash resume (G8) runs the agent again on the thread: a reply the dead attempt was
+cutting off is kept, marked ``finishReason: interrupted``, and never sent back to the
+model (``outlast.agents.resume``). A call it was executing is in doubt: the resumed
+attempt asks a person whether it happened (``outlast.agent.in_doubt``), and the
+continuation runs it again, takes the person's result, or fails, as they answered.
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ from typing import Any
 
 from outlast.agent import Agent, Capabilities, Resolution, RunContext
 from outlast.agents.calls import approval
-from outlast.agents.resume import answer_placeholder, call_args, finished, owed_calls
+from outlast.agents.resume import (
+    answer_placeholder,
+    call_args,
+    finished,
+    mark_cut_off,
+    note_settled,
+    owed_calls,
+    settled_at,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -174,6 +184,9 @@ class MafAgent(Agent):
 
     async def run(self, ctx: RunContext) -> None:
         lib = _require()
+        settled = settled_at(ctx, SESSION_KEY)
+        if settled is not None:
+            await mark_cut_off(ctx, settled)  # and so left out: the model answers again
         await self._settle_doubts(ctx)
         answers = [r for r in ctx.resume
                    if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND
@@ -213,6 +226,7 @@ class _Relay:
         """One content of a streamed update (``model``: the update's model id)."""
         if c.type == "text" and c.text:
             if self.text is None:
+                self._boundary()
                 self.text = self.parent = self.ctx.new_id("msg")
                 await self.ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": self.text,
                                      "role": "assistant"})
@@ -246,6 +260,7 @@ class _Relay:
             await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.text})
             self.text = None
         if call_id not in self.calls:
+            self._boundary()
             self.calls.append(call_id)
             start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call_id,
                                      "toolCallName": c.name or "tool"}
@@ -257,6 +272,12 @@ class _Relay:
         if args:
             await self.ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
                                  "delta": args if isinstance(args, str) else json.dumps(args)})
+
+    def _boundary(self) -> None:
+        """Before an opener with nothing open: the place a crash resume restarts from
+        (G5, G8), noted as the snapshot is saved just before it."""
+        if self.text is None and not self.calls:
+            note_settled(self.ctx, SESSION_KEY)
 
     async def close(self) -> None:
         """The end of the stream: the open text closed, and the calls left open (front-end
