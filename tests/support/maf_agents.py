@@ -81,13 +81,18 @@ def approval_agent(settings: Any) -> Any:
 
 
 def slow_agent(settings: Any = None) -> Any:
-    """``slow_step`` (logged to ``$HOST_TOOL_LOG``) on the framework's OpenAI chat client
-    pointed at the scripted model server."""
+    """``slow_step`` and ``get_weather`` (logged to ``$HOST_TOOL_LOG``) on the framework's
+    OpenAI chat client pointed at the scripted model server."""
     import agent_framework as af
     from agent_framework.openai import OpenAIChatCompletionClient
 
-    from tests.support.tool_log import slow_step
+    from tests.support.tool_log import record, slow_step
+
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        record(f"get_weather {city}")
+        return f"sunny in {city}"
 
     client = OpenAIChatCompletionClient(base_url=os.environ["OUTLAST_OPENAI_BASE_URL"],
                                         api_key="unused", model="fake")
-    return af.Agent(client=client, instructions="Be brief.", tools=[slow_step])
+    return af.Agent(client=client, instructions="Be brief.", tools=[slow_step, get_weather])

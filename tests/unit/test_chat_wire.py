@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from outlast.agents.openai.wire import NO_RESULT, Usage, scrub, to_openai
+from outlast.agents.resume import finished
 
 
 def call(call_id: str, name: str = "f", args: str = "{}") -> dict[str, object]:
@@ -23,19 +24,28 @@ def test_tool_call_messages_have_empty_string_content_never_null() -> None:
     ]
 
 
+UNFINISHED = [
+    {"id": "u", "role": "user", "content": "hi"},
+    {"id": "a", "role": "assistant", "content": "half an ans",
+     "metadata": {"finishReason": "interrupted"}, "toolCalls": [call("c1")]},
+    {"id": "r", "role": "tool", "toolCallId": "c1", "content": "interrupted"},
+    {"id": "b", "role": "assistant", "content": "streaming...",
+     "metadata": {"finishReason": "streaming"}},
+    {"id": "e", "role": "assistant", "content": "failed", "metadata": {"finishReason": "error"}},
+    {"id": "c", "role": "assistant", "content": "cut by length",
+     "metadata": {"finishReason": "length"}},
+]
+
+
 def test_unfinished_replies_and_their_results_are_left_out() -> None:
-    out = to_openai([
-        {"id": "u", "role": "user", "content": "hi"},
-        {"id": "a", "role": "assistant", "content": "half an ans",
-         "metadata": {"finishReason": "interrupted"}, "toolCalls": [call("c1")]},
-        {"id": "r", "role": "tool", "toolCallId": "c1", "content": "interrupted"},
-        {"id": "b", "role": "assistant", "content": "streaming...",
-         "metadata": {"finishReason": "streaming"}},
-        {"id": "c", "role": "assistant", "content": "cut by length",
-         "metadata": {"finishReason": "length"}},
-    ])
-    assert out == [{"role": "user", "content": "hi"},
-                   {"role": "assistant", "content": "cut by length"}]
+    assert to_openai(UNFINISHED) == [{"role": "user", "content": "hi"},
+                                     {"role": "assistant", "content": "cut by length"}]
+
+
+def test_every_host_leaves_out_the_same_unfinished_replies() -> None:
+    """The framework hosts' histories go through ``finished``: what it leaves out is what
+    the chat wire leaves out."""
+    assert [m["id"] for m in finished(UNFINISHED)] == ["u", "c"]
 
 
 def test_unanswered_calls_get_a_placeholder_and_orphans_are_dropped() -> None:

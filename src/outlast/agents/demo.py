@@ -30,6 +30,7 @@ from outlast.agent import (
     RunContext,
     in_doubt,
 )
+from outlast.agents.calls import approval_schema
 
 TOOLS = [
     ("search_docs", "Searching the documentation for the relevant API"),
@@ -236,6 +237,38 @@ class DemoAgent(Agent):
             demo["phase"] = "done"
             ctx.session_state["demo"] = demo
 
+    async def _skip_denied(self, ctx: RunContext, knobs: Knobs, step: int, tool: str,
+                           denied: dict[str, Any]) -> None:
+        """A step the person did not approve: its call answered so, the step skipped."""
+        if denied.get("toolCallId") and not _has_result(ctx.messages, denied["toolCallId"]):
+            await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
+                            "toolCallId": denied["toolCallId"], "role": "tool",
+                            "content": "Not run: the person did not approve it."})
+            denied["answered"] = True
+        await self._todo(ctx, step, "skipped")
+        await self._say(ctx, knobs, f"Skipped step {step} ({tool}): not approved.", step)
+
+    async def _propose(self, ctx: RunContext, knobs: Knobs, demo: dict[str, Any], step: int,
+                       args: dict[str, Any]) -> None:
+        """Propose the step's call the AG-UI way and end the run waiting for a person: the
+        tool call is in the transcript, its result comes after the person answers (in
+        the continuation run)."""
+        tool, title = TOOLS[(step - 1) % len(TOOLS)]
+        call_id = f"call_{_tag(ctx.run_id)}_{step}"
+        if _has_call(ctx.messages, call_id):  # proposed by an attempt that crashed
+            call_id = f"{call_id}_{ctx.attempt}"
+        message_id = await self._say(ctx, knobs, f"Step {step}: {title} needs approval.", step)
+        await self._call(ctx, call_id, tool, args, message_id)
+        await self._todo(ctx, step, "awaiting_approval")
+        demo["phase"] = "awaiting"
+        ctx.session_state["demo"] = demo
+        await ctx.interrupt({
+            "id": f"approve-{call_id}", "reason": "tool_call", "toolCallId": call_id,
+            "message": f"Step {step} wants to run {tool}({json.dumps(args)}). Approve?",
+            "responseSchema": approval_schema(reason=False, edits=True),
+            "metadata": {"tool": tool, "args": args, "step": step},
+        })
+
     async def _step(self, ctx: RunContext, knobs: Knobs, demo: dict[str, Any],
                     step: int) -> None:
         tool, title = TOOLS[(step - 1) % len(TOOLS)]
@@ -243,36 +276,10 @@ class DemoAgent(Agent):
         args: dict[str, Any] = {"step": step, "target": f"module_{step}.py"}
         denied = demo["denied"].get(str(step)) if isinstance(demo["denied"], dict) else None
         if denied is not None:
-            if denied.get("toolCallId") and not _has_result(ctx.messages, denied["toolCallId"]):
-                await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
-                                "toolCallId": denied["toolCallId"], "role": "tool",
-                                "content": "Not run: the person did not approve it."})
-                denied["answered"] = True
-            await self._todo(ctx, step, "skipped")
-            await self._say(ctx, knobs, f"Skipped step {step} ({tool}): not approved.", step)
+            await self._skip_denied(ctx, knobs, step, tool, denied)
             return
         if step in knobs.approve_at and approved is None:
-            # Propose the call the AG-UI way: the tool call is in the transcript,
-            # its result comes after the person answers (in the continuation run).
-            call_id = f"call_{_tag(ctx.run_id)}_{step}"
-            if _has_call(ctx.messages, call_id):  # proposed by an attempt that crashed
-                call_id = f"{call_id}_{ctx.attempt}"
-            message_id = await self._say(ctx, knobs, f"Step {step}: {title} needs approval.",
-                                         step)
-            await self._call(ctx, call_id, tool, args, message_id)
-            await self._todo(ctx, step, "awaiting_approval")
-            demo["phase"] = "awaiting"
-            ctx.session_state["demo"] = demo
-            await ctx.interrupt({
-                "id": f"approve-{call_id}", "reason": "tool_call", "toolCallId": call_id,
-                "message": f"Step {step} wants to run {tool}({json.dumps(args)}). Approve?",
-                "responseSchema": {
-                    "type": "object",
-                    "properties": {"approved": {"type": "boolean"},
-                                   "editedArgs": {"type": "object"}},
-                    "required": ["approved"]},
-                "metadata": {"tool": tool, "args": args, "step": step},
-            })
+            await self._propose(ctx, knobs, demo, step, args)
         if approved is not None and approved.get("toolCallId") \
                 and not _has_result(ctx.messages, approved["toolCallId"]):
             # The call was made before the interrupt: only its result is missing.

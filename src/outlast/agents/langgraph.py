@@ -29,7 +29,15 @@ from ag_ui.core.token_usage import token_usage_from_langchain_metadata
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
-from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off, owed_calls
+from outlast.agents.resume import (
+    answer_placeholder,
+    finished,
+    is_placeholder,
+    mark_cut_off,
+    note_settled,
+    owed_calls,
+    settled_at,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -181,9 +189,10 @@ def _journaled(invoke: Any) -> Any:
 
 
 def to_langchain(messages: list[dict[str, Any]]) -> list[Any]:
-    """AG-UI messages as LangChain messages, each keeping its id."""
+    """AG-UI messages as LangChain messages, each keeping its id; unfinished replies are
+    not sent back to the model."""
     out: list[Any] = []
-    for m in messages:
+    for m in finished(messages):
         role, mid = m.get("role"), m.get("id")
         if role == "user":
             out.append(HumanMessage(content=text_of(m.get("content")), id=mid))
@@ -253,17 +262,14 @@ class LangGraphAgent(Agent):
             return Command(resume={a.interrupt["metadata"]["interruptId"]: a.payload
                                    for a in answers})
         state = await graph.aget_state(config)
-        saved = ctx.session_state.get(SESSION_KEY) or {}
-        crashed = ctx.resumed and saved.get("run") == ctx.run_id
-        settled = saved.get("settled") if crashed and isinstance(saved.get("settled"), int) \
-            else None
+        settled = settled_at(ctx, SESSION_KEY)  # None unless a crash resume
         if settled is not None:
             await mark_cut_off(ctx, settled)  # its node runs again
         # Calls a dead attempt was executing are asked about first (ending the run if
         # any is in doubt); a person's answers are applied by the tools, through the
         # journal, when the graph goes on at them.
         owed = await owed_calls(ctx, KEY_PREFIX, settled)
-        if state.next and crashed:
+        if state.next and settled is not None:
             # A crash: the graph goes on from its last finished node.
             log.info("run %s: resuming the graph at %s", ctx.run_id, list(state.next))
             return None
@@ -273,8 +279,7 @@ class LangGraphAgent(Agent):
         held = {getattr(m, "id", None) for m in (state.values or {}).get("messages", ())}
         new = [m for m in ctx.messages if m.get("id") not in held and (
             not is_placeholder(m) or m.get("toolCallId") in answered)]
-        ctx.session_state.setdefault(SESSION_KEY, {}).update(
-            run=ctx.run_id, settled=len(ctx.messages))
+        note_settled(ctx, SESSION_KEY)
         return {"messages": to_langchain(new)}
 
 
@@ -404,8 +409,7 @@ class _Relay:
     async def _boundary(self) -> None:
         """Before an opener with nothing open: the place a crash resume restarts from."""
         if self.text is None and not self.calls:
-            state = self.ctx.session_state.setdefault(SESSION_KEY, {})
-            state.update(run=self.ctx.run_id, settled=len(self.ctx.messages))
+            note_settled(self.ctx, SESSION_KEY)
 
     async def close(self) -> None:
         for call in self.calls.values():

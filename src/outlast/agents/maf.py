@@ -17,9 +17,11 @@ binding stays on: its approval state is kept in the thread's private
 response against the request it recorded. Edited arguments are refused (the
 call is not run): the framework binds an approval to the call as recorded.
 
-A call a crashed attempt was executing is in doubt: the resumed attempt asks a person
-whether it happened (``outlast.agent.in_doubt``), and the continuation runs it again,
-takes the person's result, or fails, as they answered.
+A crash resume (G8) runs the agent again on the thread: a reply the dead attempt was
+cutting off is kept, marked ``finishReason: interrupted``, and never sent back to the
+model (``outlast.agents.resume``). A call it was executing is in doubt: the resumed
+attempt asks a person whether it happened (``outlast.agent.in_doubt``), and the
+continuation runs it again, takes the person's result, or fails, as they answered.
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ import json
 from typing import Any
 
 from outlast.agent import Agent, Capabilities, Resolution, RunContext
-from outlast.agents.resume import answer_placeholder, call_args, owed_calls
+from outlast.agents.calls import approval
+from outlast.agents.resume import (
+    answer_placeholder,
+    call_args,
+    finished,
+    mark_cut_off,
+    note_settled,
+    owed_calls,
+    settled_at,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -52,10 +63,11 @@ def _require() -> Any:
 
 
 def to_maf(messages: list[dict[str, Any]]) -> list[Any]:
-    """AG-UI messages as MAF messages (text, function calls, function results)."""
+    """AG-UI messages as MAF messages (text, function calls, function results);
+    unfinished replies are not sent back to the model."""
     lib = _require()
     out: list[Any] = []
-    for m in messages:
+    for m in finished(messages):
         role = m.get("role")
         if role in ("user", "system", "developer"):
             out.append(lib.Message("system" if role == "developer" else role,
@@ -172,6 +184,9 @@ class MafAgent(Agent):
 
     async def run(self, ctx: RunContext) -> None:
         lib = _require()
+        settled = settled_at(ctx, SESSION_KEY)
+        if settled is not None:
+            await mark_cut_off(ctx, settled)  # and so left out: the model answers again
         await self._settle_doubts(ctx)
         answers = [r for r in ctx.resume
                    if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND
@@ -182,66 +197,95 @@ class MafAgent(Agent):
             messages.append(lib.Message("user", responses))
         stream = self.agent.run(messages, stream=True, session=session,
                                 middleware=[_journal(ctx)])
-        approvals: list[Any] = []
-        usage = RunningUsage()
-        text_id: str | None = None
-        parent: str | None = None
-        open_calls: list[str] = []
-        last_call: str | None = None
+        relay = _Relay(ctx)
         async for update in stream:
             for c in update.contents or ():
-                if c.type == "text" and c.text:
-                    if text_id is None:
-                        text_id = parent = ctx.new_id("msg")
-                        await ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": text_id,
-                                        "role": "assistant"})
-                    await ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": text_id,
-                                    "delta": c.text})
-                elif c.type == "function_call":
-                    call_id = c.call_id or last_call
-                    if call_id is None:
-                        continue
-                    if text_id is not None:
-                        await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})
-                        text_id = None
-                    if call_id not in open_calls:
-                        open_calls.append(call_id)
-                        start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call_id,
-                                                 "toolCallName": c.name or "tool"}
-                        if parent is not None:
-                            start["parentMessageId"] = parent
-                        await ctx.emit(start)
-                    last_call = call_id
-                    args = c.arguments
-                    if args:
-                        await ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
-                                        "delta": args if isinstance(args, str) else
-                                        json.dumps(args)})
-                elif c.type == "function_result" and c.call_id:
-                    if c.call_id in open_calls:
-                        open_calls.remove(c.call_id)
-                        await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": c.call_id})
-                    await ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": ctx.new_id("result"),
-                                    "toolCallId": c.call_id, "role": "tool",
-                                    "content": _resulttext_of(c.result)})
-                    parent = None  # what follows a tool result is a new assistant message
-                elif c.type == "function_approval_request" and c.function_call is not None:
-                    approvals.append(c)
-                elif c.type == "usage":
-                    counted = usage.call(c.usage_details, getattr(update, "model_id", None))
-                    if counted is not None:
-                        ctx.record_usage(counted)
-        if text_id is not None:
-            await ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": text_id})
-        for call_id in open_calls:  # front-end tools: the client answers them (AG-UI)
-            await ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
-        if approvals:
+                await relay.send(c, getattr(update, "model_id", None))
+        await relay.close()
+        if relay.approvals:
             state = session.state.get(_APPROVAL_STATE)
             ctx.session_state[SESSION_KEY] = {
                 "toolApproval": json.loads(json.dumps(state, default=str))
                 if isinstance(state, dict) else None}
-            await ctx.interrupt(*[_approval(req) for req in approvals])
+            await ctx.interrupt(*[_approval(req) for req in relay.approvals])
 
+
+class _Relay:
+    """Turns the framework's streamed contents into AG-UI events on the run."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.text: str | None = None  # the open text message
+        self.parent: str | None = None  # the assistant message the next calls belong to
+        self.calls: list[str] = []  # tool calls open (started, not ended)
+        self.last_call: str | None = None  # the call a piece without an id continues
+        self.approvals: list[Any] = []  # the framework's approval requests
+        self.usage = RunningUsage()
+
+    async def send(self, c: Any, model: Any) -> None:
+        """One content of a streamed update (``model``: the update's model id)."""
+        if c.type == "text" and c.text:
+            if self.text is None:
+                self._boundary()
+                self.text = self.parent = self.ctx.new_id("msg")
+                await self.ctx.emit({"type": "TEXT_MESSAGE_START", "messageId": self.text,
+                                     "role": "assistant"})
+            await self.ctx.emit({"type": "TEXT_MESSAGE_CONTENT", "messageId": self.text,
+                                 "delta": c.text})
+        elif c.type == "function_call":
+            await self._call(c)
+        elif c.type == "function_result" and c.call_id:
+            if c.call_id in self.calls:
+                self.calls.remove(c.call_id)
+                await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": c.call_id})
+            await self.ctx.emit({"type": "TOOL_CALL_RESULT",
+                                 "messageId": self.ctx.new_id("result"),
+                                 "toolCallId": c.call_id, "role": "tool",
+                                 "content": _resulttext_of(c.result)})
+            self.parent = None  # what follows a tool result is a new assistant message
+        elif c.type == "function_approval_request" and c.function_call is not None:
+            self.approvals.append(c)
+        elif c.type == "usage":
+            counted = self.usage.call(c.usage_details, model)
+            if counted is not None:
+                self.ctx.record_usage(counted)
+
+    async def _call(self, c: Any) -> None:
+        """A piece of a function call: its start (closing the text before it), its
+        arguments."""
+        call_id = c.call_id or self.last_call
+        if call_id is None:
+            return
+        if self.text is not None:
+            await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.text})
+            self.text = None
+        if call_id not in self.calls:
+            self._boundary()
+            self.calls.append(call_id)
+            start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call_id,
+                                     "toolCallName": c.name or "tool"}
+            if self.parent is not None:
+                start["parentMessageId"] = self.parent
+            await self.ctx.emit(start)
+        self.last_call = call_id
+        args = c.arguments
+        if args:
+            await self.ctx.emit({"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
+                                 "delta": args if isinstance(args, str) else json.dumps(args)})
+
+    def _boundary(self) -> None:
+        """Before an opener with nothing open: the place a crash resume restarts from
+        (G5, G8), noted as the snapshot is saved just before it."""
+        if self.text is None and not self.calls:
+            note_settled(self.ctx, SESSION_KEY)
+
+    async def close(self) -> None:
+        """The end of the stream: the open text closed, and the calls left open (front-end
+        tools: the client answers them, AG-UI)."""
+        if self.text is not None:
+            await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.text})
+        for call_id in self.calls:
+            await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call_id})
 
 def _invoker(tool: Any, name: str, args: Any, call_id: str) -> Any:
     """Runs ``tool`` for one call outside the framework's loop, its result journaled."""
@@ -294,17 +338,8 @@ def _approval(request: Any) -> dict[str, Any]:
         args = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
     except ValueError:
         args = {"arguments": raw}
-    shown = json.dumps(args, ensure_ascii=False)
-    if len(shown) > 300:
-        shown = shown[:297] + "..."
-    return {
-        "id": f"approve-{call.call_id}", "reason": "tool_call", "toolCallId": call.call_id,
-        "message": f"Run {call.name}({shown})?",
-        "responseSchema": {"type": "object", "properties": {"approved": {"type": "boolean"}},
-                           "required": ["approved"]},
-        "metadata": {"kind": APPROVAL_KIND, "tool": call.name, "args": args,
-                     "request": request.to_dict()},
-    }
+    return approval(call.call_id, call.name, args, APPROVAL_KIND, reason=False,
+                    request=request.to_dict())
 
 
 HOST = MafAgent

@@ -31,7 +31,16 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
-from outlast.agents.resume import answer_placeholder, call_args, mark_cut_off, owed_calls
+from outlast.agents.calls import approval, result_text
+from outlast.agents.resume import (
+    answer_placeholder,
+    call_args,
+    finished,
+    mark_cut_off,
+    note_settled,
+    owed_calls,
+    settled_at,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -56,9 +65,10 @@ def _require() -> Any:
 
 
 def to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """AG-UI messages as the SDK's input items (Responses-style)."""
+    """AG-UI messages as the SDK's input items (Responses-style); unfinished replies are
+    not sent back to the model."""
     items: list[dict[str, Any]] = []
-    for m in messages:
+    for m in finished(messages):
         role = m.get("role")
         if role in ("user", "system", "developer"):
             items.append({"role": role, "content": text_of(m.get("content"))})
@@ -148,8 +158,9 @@ class OpenAIAgentsAgent(Agent):
                                  "The person declined this tool call; it was not run.")
             start: Any = state
         else:
-            start = to_input(await relay.resume_history(agent, saved))
-        ctx.session_state[SESSION_KEY] = {"run": ctx.run_id, "settled": len(ctx.messages)}
+            start = to_input(await relay.resume_history(agent))
+        ctx.session_state.pop(SESSION_KEY, None)  # a stopped SDK run kept there is spent
+        note_settled(ctx, SESSION_KEY)
         result = lib.Runner.run_streamed(agent, start, max_turns=self.max_turns)
         async for event in result.stream_events():
             await relay.send(event)
@@ -200,18 +211,7 @@ def _approval(item: Any) -> dict[str, Any]:
         args = json.loads(arguments or "{}")
     except ValueError:
         args = {"arguments": arguments}
-    shown = json.dumps(args, ensure_ascii=False)
-    if len(shown) > 300:
-        shown = shown[:297] + "..."
-    call_id = _call_id(item)
-    return {
-        "id": f"approve-{call_id}", "reason": "tool_call", "toolCallId": call_id,
-        "message": f"Run {name}({shown})?",
-        "responseSchema": {"type": "object", "properties": {
-            "approved": {"type": "boolean"}, "reason": {"type": "string"}},
-            "required": ["approved"]},
-        "metadata": {"kind": APPROVAL_KIND, "tool": name, "args": args},
-    }
+    return approval(_call_id(item), name, args, APPROVAL_KIND)
 
 
 class _Relay:
@@ -231,8 +231,7 @@ class _Relay:
                 self.text or self.reasoning or self.calls or self.unanswered):
             # A boundary: what a crash resume restarts from (G5, G8), set before the
             # opener since the snapshot is saved just before it.
-            self.ctx.session_state[SESSION_KEY] = {"run": self.ctx.run_id,
-                                                   "settled": len(self.ctx.messages)}
+            note_settled(self.ctx, SESSION_KEY)
         await self.ctx.emit(event)
 
     async def send(self, event: Any) -> None:
@@ -342,23 +341,21 @@ class _Relay:
         if call in self.calls:
             self.calls.remove(call)
             await self.ctx.emit({"type": "TOOL_CALL_END", "toolCallId": call})
-        content = output if isinstance(output, str) else json.dumps(
-            to_jsonable_python(output, fallback=str))
+        content = result_text(output)
         if await answer_placeholder(self.ctx, call, content):
             return  # a call a crashed attempt left open
         await self.ctx.emit({"type": "TOOL_CALL_RESULT", "messageId": self.ctx.new_id("result"),
                              "toolCallId": call, "role": "tool", "content": content})
 
-    async def resume_history(self, agent: Any, saved: dict[str, Any]
-                             ) -> list[dict[str, Any]]:
+    async def resume_history(self, agent: Any) -> list[dict[str, Any]]:
         """The conversation to start the SDK from; after a crash, the calls the dead
         attempt left without a result answered (through the journal, after asking a
         person about any in doubt) and a cut reply marked and left out; in a
         continuation, the calls a person answered such a question about."""
         ctx = self.ctx
-        resumed = ctx.resumed and saved.get("run") == ctx.run_id and "settled" in saved
-        settled = int(saved["settled"]) if resumed else None
-        cut = await mark_cut_off(ctx, settled) if settled is not None else None
+        settled = settled_at(ctx, SESSION_KEY)
+        if settled is not None:
+            await mark_cut_off(ctx, settled)  # and so left out: the model answers again
         owed = await owed_calls(ctx, KEY_PREFIX, settled)
         tools = {t.name: t for t in _all_tools(agent)}
         for call in owed:
@@ -367,7 +364,7 @@ class _Relay:
                 await self._answer_owed(tool, call)
         if settled is not None:
             log.info("run %s: resuming from message %d", ctx.run_id, settled)
-        return [m for m in ctx.messages if m.get("id") != cut]
+        return ctx.messages
 
     async def _answer_owed(self, tool: Any, call: dict[str, Any]) -> None:
         arguments = call["function"].get("arguments") or "{}"

@@ -28,7 +28,15 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 
 from outlast.agent import Agent, AgentError, Capabilities, RunContext, in_doubt
-from outlast.agents.resume import answer_placeholder, is_placeholder, mark_cut_off, owed_calls
+from outlast.agents.resume import (
+    answer_placeholder,
+    finished,
+    is_placeholder,
+    mark_cut_off,
+    note_settled,
+    owed_calls,
+    settled_at,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 
@@ -138,17 +146,15 @@ class PydanticAIAgent(Agent):
         """The conversation to hand the adapter, and the calls to execute now: those a
         crashed attempt left without a result, or those a person answered a question
         about (after asking about any in doubt)."""
-        saved = ctx.session_state.get(SESSION_KEY)
-        settled = int(saved.get("settled") or 0) if ctx.resumed and isinstance(saved, dict) \
-            and saved.get("run") == ctx.run_id else None
+        settled = settled_at(ctx, SESSION_KEY)
         if settled is None:
             # A continuation: the calls a person answered a question about run in place.
             owed = [c["id"] for c in await owed_calls(ctx, KEY_PREFIX, None)]
-            return [m for m in ctx.messages if not (
+            return [m for m in finished(ctx.messages) if not (
                 is_placeholder(m) and m.get("toolCallId") in owed)], owed
         cut = await mark_cut_off(ctx, settled)  # the model answers again
         owed = [c["id"] for c in await owed_calls(ctx, KEY_PREFIX, settled)]
-        history = [m for m in ctx.messages if m.get("id") != cut and not is_placeholder(m)]
+        history = [m for m in finished(ctx.messages) if not is_placeholder(m)]
         log.info("run %s: resuming from message %d (%d calls owed, reply cut off: %s)",
                  ctx.run_id, settled, len(owed), cut is not None)
         return history, owed
@@ -184,8 +190,7 @@ class _Relay:
             if self.open == 0 and not self.unanswered:
                 # A boundary: what a crash resume restarts from (G5, G8). Set before the
                 # opener, as the snapshot is saved just before it.
-                self.ctx.session_state[SESSION_KEY] = {
-                    "run": self.ctx.run_id, "settled": len(self.ctx.messages)}
+                note_settled(self.ctx, SESSION_KEY)
             self.open += 1
             if etype == "TOOL_CALL_START":
                 self.unanswered.add(event["toolCallId"])

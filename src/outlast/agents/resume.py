@@ -3,9 +3,10 @@
 A host notes, just before each opener at a boundary, how many messages the thread held
 (``settled``): that is what the snapshot it restarts from holds. A resumed attempt then
 knows what the dead one added after it. A reply it was cutting off stays in the thread
-marked ``finishReason: "interrupted"`` and is not sent back to the model; a call it left
-without a result got the engine's placeholder result, which the call's real result
-(run again through the journal, so at most once) replaces.
+marked ``finishReason: "interrupted"`` and is not sent back to the model, in that
+attempt or on any later turn (every host's history goes through ``finished``); a call
+it left without a result got the engine's placeholder result, which the call's real
+result (run again through the journal, so at most once) replaces.
 
 A call whose effect the dead attempt started but never finished is in doubt: the
 resumed attempt asks a person about all of them at once (``owed_calls``), and the
@@ -20,9 +21,59 @@ from typing import Any
 
 from outlast.agent import RunContext, ToolEffect, in_doubt
 
+FINISH = "finishReason"
+"""Message metadata key: how the model's turn that wrote the message ended."""
+STREAMING = "streaming"
+"""Set when a reply starts; replaced by the real finish reason when it ends. A reply
+still marked so after a crash was cut off; a resumed attempt re-marks it ``interrupted``."""
+INTERRUPTED = "interrupted"
+UNFINISHED = frozenset({STREAMING, INTERRUPTED, "error"})
+"""Finish reasons of replies never sent back to the model as a finished turn."""
+
 ENGINE_PLACEHOLDER = "result_"
 """The id prefix of the result the engine gives a call left open by a crashed attempt
 (``engine.execution._close_open``)."""
+
+
+def finish_of(message: dict[str, Any]) -> str | None:
+    """The finish reason a reply's metadata records, if any."""
+    meta = message.get("metadata")
+    value = meta.get(FINISH) if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def unfinished(message: dict[str, Any]) -> bool:
+    """True for a reply that never finished (cut off by a crash, or by an error): it stays
+    in the thread and is never sent back to the model as a finished turn."""
+    return message.get("role") == "assistant" and finish_of(message) in UNFINISHED
+
+
+def finished(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` as a host hands them to its model, on every turn: without unfinished
+    replies, nor the results of their tool calls."""
+    dropped = {c.get("id") for m in messages if unfinished(m) for c in m.get("toolCalls") or ()}
+    return [m for m in messages if not unfinished(m) and not (
+        m.get("role") == "tool" and m.get("toolCallId") in dropped)]
+
+
+def note_settled(ctx: RunContext, key: str, **more: Any) -> None:
+    """Note in the host's ``session_state[key]`` (beside what else it keeps there) that
+    the thread holds ``len(ctx.messages)`` messages at a boundary of this run, with
+    ``more``: called just before an opener, as the snapshot is saved just before it."""
+    state = ctx.session_state.get(key)
+    if not isinstance(state, dict):
+        state = ctx.session_state[key] = {}
+    state.update(run=ctx.run_id, settled=len(ctx.messages), **more)
+
+
+def settled_at(ctx: RunContext, key: str) -> int | None:
+    """In a crash resume, how many messages the thread held at the last boundary the
+    dead attempt noted in ``session_state[key]`` (``note_settled``); else None."""
+    saved = ctx.session_state.get(key)
+    if not (ctx.resumed and isinstance(saved, dict) and saved.get("run") == ctx.run_id):
+        return None
+    settled = saved.get("settled")
+    return settled if isinstance(settled, int) else None
 
 
 def is_placeholder(message: dict[str, Any]) -> bool:
@@ -41,7 +92,7 @@ async def mark_cut_off(ctx: RunContext, settled: int) -> str | None:
         return None
     cut_id = cut[0].get("id")
     await ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
-        dict(m, metadata={**(m.get("metadata") or {}), "finishReason": "interrupted"})
+        dict(m, metadata={**(m.get("metadata") or {}), FINISH: INTERRUPTED})
         if m.get("id") == cut_id else m for m in ctx.messages]})
     return str(cut_id)
 

@@ -33,7 +33,13 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, RunContext
-from outlast.agents.resume import answer_placeholder, call_args, mark_cut_off, owed_calls
+from outlast.agents.resume import (
+    answer_placeholder,
+    call_args,
+    finished,
+    mark_cut_off,
+    owed_calls,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 
@@ -132,8 +138,7 @@ class AdkAgent(Agent):
         if owed or cut:
             log.info("run %s: resuming from message %d (%d calls owed, reply cut off: %s)",
                      ctx.run_id, settled, len(owed), cut is not None)
-        new = [m for m in ctx.messages if m.get("id") not in held and m.get("id") != cut
-               and (m.get("metadata") or {}).get("finishReason") != "interrupted"]
+        new = [m for m in finished(ctx.messages) if m.get("id") not in held]
         # An answer a dead attempt already gave ADK (or whose call has its result) is
         # not given again: ADK would take it as consumed and stop.
         given = {r.id for e in session.events for r in e.get_function_responses()

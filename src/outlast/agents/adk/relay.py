@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic_core import to_jsonable_python
-
 from outlast.agent import RunContext
+from outlast.agents import calls
 from outlast.agents.adk.session import CONFIRM
 from outlast.agents.resume import answer_placeholder
 
@@ -21,9 +20,7 @@ def result_text(response: Any) -> str:
     a plain value taken off, anything else as JSON."""
     if isinstance(response, dict) and set(response) == {"result"}:
         response = response["result"]
-    if isinstance(response, str):
-        return response
-    return json.dumps(to_jsonable_python(response, fallback=str), ensure_ascii=False)
+    return calls.result_text(response)
 
 
 def approval(call: Any) -> dict[str, Any]:
@@ -31,18 +28,8 @@ def approval(call: Any) -> dict[str, Any]:
     original = (call.args or {}).get("originalFunctionCall") or {}
     name, args = str(original.get("name") or "tool"), original.get("args") or {}
     hint = ((call.args or {}).get("toolConfirmation") or {}).get("hint")
-    shown = json.dumps(args, ensure_ascii=False)
-    if len(shown) > 300:
-        shown = shown[:297] + "..."
-    return {
-        "id": f"approve-{original.get('id')}", "reason": "tool_call",
-        "toolCallId": str(original.get("id")), "message": f"Run {name}({shown})?",
-        "responseSchema": {"type": "object", "properties": {
-            "approved": {"type": "boolean"}, "reason": {"type": "string"}},
-            "required": ["approved"]},
-        "metadata": {"kind": APPROVAL_KIND, "tool": name, "args": args,
-                     "confirmationId": call.id, "hint": hint},
-    }
+    return calls.approval(str(original.get("id")), name, args, APPROVAL_KIND,
+                          confirmationId=call.id, hint=hint)
 
 
 # ADK's usage metadata fields, and AG-UI 1.0 TokenUsage's.

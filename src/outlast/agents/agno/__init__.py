@@ -39,8 +39,22 @@ import logging
 from typing import Any
 
 from outlast.agent import Agent, AgentError, Capabilities, Resolution, RunContext, in_doubt
-from outlast.agents.agno.stream import APPROVAL_KIND, KEY_PREFIX, Relay, execute, journaled
-from outlast.agents.resume import answer_placeholder, mark_cut_off, owed_calls
+from outlast.agents.agno.stream import (
+    APPROVAL_KIND,
+    KEY_PREFIX,
+    SESSION_KEY,
+    Relay,
+    execute,
+    journaled,
+)
+from outlast.agents.resume import (
+    answer_placeholder,
+    finished,
+    mark_cut_off,
+    note_settled,
+    owed_calls,
+    settled_at,
+)
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
 from outlast.protocol.content import text_of
@@ -58,7 +72,6 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 log = logging.getLogger("outlast.agents.agno")
 
-SESSION_KEY = "agno"
 REJECTED = "Function call was rejected by the user"  # Agno's words without a reason
 
 
@@ -74,9 +87,10 @@ def serves(obj: Any) -> bool:
 
 
 def to_agno(messages: list[dict[str, Any]]) -> list[Any]:
-    """AG-UI messages as Agno messages (text, tool calls, tool results)."""
+    """AG-UI messages as Agno messages (text, tool calls, tool results); unfinished
+    replies are not sent back to the model."""
     out: list[Any] = []
-    for m in messages:
+    for m in finished(messages):
         role, content = m.get("role"), text_of(m.get("content"))
         if role in ("user", "system", "developer"):
             out.append(Message(role="system" if role == "developer" else role, content=content))
@@ -161,19 +175,17 @@ class AgnoHost(Agent):
 
     async def run(self, ctx: RunContext) -> Any:
         store = _Store(ctx)
-        relay = Relay(ctx, store.state())
+        relay = Relay(ctx)
         agent = self._copy(ctx, store, relay.failures)
         answers = [r for r in ctx.resume
                    if (r.interrupt.get("metadata") or {}).get("kind") == APPROVAL_KIND]
-        saved = store.state()
-        crashed = ctx.resumed and saved.get("run") == ctx.run_id
+        settled = settled_at(ctx, SESSION_KEY)  # None unless a crash resume
         stream = await self._continue(ctx, agent, answers, relay) \
-            if answers and not crashed else None
+            if answers and settled is None else None
         if stream is None:
             # A continuation that crashed after a boundary goes on from it, from the thread
             # (the calls a person answered settled first), not from Agno's paused run; so
             # does one whose paused run the thread's session does not hold.
-            settled = int(saved.get("settled") or 0) if crashed else None
             history = await self._history(ctx, agent, settled, answers)
             # As Agno's own AGUI interface runs it: the thread's AG-UI state as the run's
             # session_state (over the stored one), the client's tools as external ones.
@@ -217,8 +229,7 @@ class AgnoHost(Agent):
             else:
                 req.reject(None if said == REJECTED else said)
                 relay.rejected[str(req.tool_execution.tool_call_id)] = said
-        ctx.session_state.setdefault(SESSION_KEY, {}).update(
-            run=ctx.run_id, settled=len(ctx.messages))
+        note_settled(ctx, SESSION_KEY)
         return agent.acontinue_run(run_id=run_id, session_id=ctx.thread_id,
                                    requirements=requirements, stream=True,
                                    stream_events=True)
@@ -238,10 +249,9 @@ class AgnoHost(Agent):
         if settled is not None:
             log.info("run %s: resuming from message %d (%d calls owed, reply cut off: %s)",
                      ctx.run_id, settled, len(owed), cut is not None)
-        ctx.session_state.setdefault(SESSION_KEY, {}).update(
-            run=ctx.run_id, settled=len(ctx.messages))
+        note_settled(ctx, SESSION_KEY)
         # A placeholder left is the engine's word for a call no attempt answers.
-        return to_agno([m for m in ctx.messages if m.get("id") != cut])
+        return to_agno(ctx.messages)
 
     async def _settle(self, ctx: RunContext, agent: Any, answers: list[Resolution]) -> None:
         """Answer, in the thread, the calls of a paused run that a crashed continuation

@@ -9,7 +9,8 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import AgentError, RunContext
-from outlast.agents.resume import answer_placeholder, call_args
+from outlast.agents.calls import approval, result_text
+from outlast.agents.resume import answer_placeholder, call_args, note_settled
 
 try:
     from agno.agent._tools import parse_tools
@@ -17,19 +18,13 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     pass
 
+SESSION_KEY = "agno"  # the host's key in the thread's session_state
 KEY_PREFIX = "agno-tool:"  # + the call id: a tool execution's journal key
 APPROVAL_KIND = "agno_confirmation"
 _RECORD = frozenset({"status", "result", "error"})  # a journaled tool outcome's keys
 _TRANSIENT = frozenset({"current_session_id", "current_user_id", "current_run_id"})
 _USAGE = {"inputTokens": "input_tokens", "outputTokens": "output_tokens",  # AG-UI: Agno
           "reasoningTokens": "reasoning_tokens", "cachedInputTokens": "cache_read_tokens"}
-
-
-def _text(value: Any) -> str:
-    """A tool's result as the model is shown it."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
 
 
 def journaled(ctx: RunContext, run_call: Any, failures: list[AgentError]) -> Any:
@@ -82,15 +77,14 @@ async def execute(agent: Any, call: dict[str, Any]) -> str:
         ToolExecution(tool_call_id=call["id"], tool_name=name, tool_args=call_args(call)),
         functions)
     _, _, fc, outcome = await agent.model.arun_function_call(fc)
-    return _text(fc.result if outcome.status == "success" else fc.error or outcome.error)
+    return result_text(fc.result if outcome.status == "success" else fc.error or outcome.error)
 
 
 class Relay:
     """Turns Agno's run events into AG-UI events on the run."""
 
-    def __init__(self, ctx: RunContext, state: dict[str, Any]) -> None:
+    def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.state = state  # the host's in session_state: the last boundary
         self.text: str | None = None  # the open text message
         self.thinking: str | None = None  # the open reasoning message
         self.parent: str | None = None  # the current model response's message
@@ -111,7 +105,7 @@ class Relay:
                 await self._think(reasoning)
             content = getattr(event, "content", None)
             if content:
-                await self._say(content if isinstance(content, str) else _text(content))
+                await self._say(content if isinstance(content, str) else result_text(content))
         elif kind == "ModelRequestStarted":
             await self.close()
             self.parent = None
@@ -121,7 +115,7 @@ class Relay:
         elif kind == "ToolCallStarted" and event.tool is not None:
             await self._call(event.tool)
         elif kind == "ToolCallCompleted" and event.tool is not None:
-            await self._result(str(event.tool.tool_call_id), _text(event.tool.result))
+            await self._result(str(event.tool.tool_call_id), result_text(event.tool.result))
         elif kind == "RunContinued":
             for call, said in list(self.rejected.items()):
                 await self._result(call, said)
@@ -146,7 +140,7 @@ class Relay:
     def _boundary(self) -> None:
         """Before an opener with nothing open: the place a crash resume restarts from."""
         if self.text is None and self.thinking is None and not self.unanswered:
-            self.state.update(run=self.ctx.run_id, settled=len(self.ctx.messages))
+            note_settled(self.ctx, SESSION_KEY)
 
     async def _think(self, delta: str) -> None:
         """The model's reasoning (``reasoning_content``), as an AG-UI reasoning message."""
@@ -207,18 +201,9 @@ class Relay:
         await self._call(tool)
         self.unanswered.discard(str(tool.tool_call_id))  # the continuation answers it
         args = to_jsonable_python(tool.tool_args or {}, fallback=str)
-        shown = json.dumps(args, ensure_ascii=False)
-        if len(shown) > 300:
-            shown = shown[:297] + "..."
-        self.interrupts.append({
-            "id": f"approve-{tool.tool_call_id}", "reason": "tool_call",
-            "toolCallId": str(tool.tool_call_id),
-            "message": f"Run {tool.tool_name}({shown})?",
-            "responseSchema": {"type": "object", "properties": {
-                "approved": {"type": "boolean"}, "reason": {"type": "string"},
-                "editedArgs": {"type": "object"}}, "required": ["approved"]},
-            "metadata": {"kind": APPROVAL_KIND, "tool": tool.tool_name, "args": args,
-                         "runId": getattr(event, "run_id", None), "requirementId": req.id}})
+        self.interrupts.append(approval(
+            str(tool.tool_call_id), tool.tool_name, args, APPROVAL_KIND, edits=True,
+            runId=getattr(event, "run_id", None), requirementId=req.id))
 
     def _usage(self, event: Any) -> None:
         counted: dict[str, Any] = {wire: v for wire, name in _USAGE.items()

@@ -24,31 +24,22 @@ from outlast.agent import (
     Agent,
     AgentError,
     Capabilities,
+    Resolution,
     RunContext,
     Tool,
     ToolArgumentsError,
     ToolEffect,
     in_doubt,
 )
+from outlast.agents.calls import approval
 from outlast.agents.openai.client import ModelClient
-from outlast.agents.openai.wire import (
-    FINISH,
-    INTERRUPTED,
-    STREAMING,
-    CallPiece,
-    Turn,
-    Usage,
-    finish_of,
-    to_openai,
-    tool_spec,
-)
+from outlast.agents.openai.wire import CallPiece, Turn, Usage, to_openai, tool_spec
+from outlast.agents.resume import ENGINE_PLACEHOLDER, FINISH, INTERRUPTED, STREAMING, finish_of
 
 log = logging.getLogger("outlast.agents.openai")
 
 APPROVAL_KIND = "tool_approval"
 DECLINED = "The person declined this tool call; it was not run."
-ENGINE_PLACEHOLDER = "result_"  # the id prefix of the result the engine gives a call
-# left open by a crashed attempt (engine.execution._close_open)
 
 
 class ChatAgent(Agent):
@@ -184,32 +175,38 @@ class ChatAgent(Agent):
                 continue
             answer = answers.get(call_id)
             if answer is None:
-                approvals.append(_approval(call_id, name, args))
-                continue
-            # The stored interrupt is the authority: the call id, the tool and the
-            # arguments the person saw come from it; the answer only says yes, no, or
-            # these edited arguments (validated like the model's).
-            meta = answer.interrupt.get("metadata") or {}
-            if meta.get("tool") != name:
-                await self._answer(ctx, call_id, DECLINED)
-            elif not answer.approved:
-                await self._answer(ctx, call_id, DECLINED if answer.status == "resolved"
-                                   else "The approval request was cancelled; not run.")
+                approvals.append(approval(call_id, name, args, APPROVAL_KIND, reason=False,
+                                          edits=True))
             else:
-                edited = answer.edited_args
-                chosen = edited if edited is not None else meta.get("args", args)
-                try:
-                    tool.validate(chosen)
-                except ToolArgumentsError as exc:
-                    await self._answer(ctx, call_id,
-                                       f"Not run: the person's edited arguments are invalid: {exc}")
-                    continue
-                await self._execute(ctx, tool, call_id, chosen)
+                await self._apply(ctx, tool, call_id, args, answer)
         if frontend:
             return True
         if approvals:
             await ctx.interrupt(*approvals)
         return False
+
+    async def _apply(self, ctx: RunContext, tool: Tool, call_id: str, args: dict[str, Any],
+                     answer: Resolution) -> None:
+        """Run or decline one call as a person answered its approval. The stored
+        interrupt is the authority: the call id, the tool and the arguments the person
+        saw come from it; the answer only says yes, no, or these edited arguments
+        (validated like the model's)."""
+        meta = answer.interrupt.get("metadata") or {}
+        if meta.get("tool") != tool.name:
+            await self._answer(ctx, call_id, DECLINED)
+        elif not answer.approved:
+            await self._answer(ctx, call_id, DECLINED if answer.status == "resolved"
+                               else "The approval request was cancelled; not run.")
+        else:
+            edited = answer.edited_args
+            chosen = edited if edited is not None else meta.get("args", args)
+            try:
+                tool.validate(chosen)
+            except ToolArgumentsError as exc:
+                await self._answer(ctx, call_id,
+                                   f"Not run: the person's edited arguments are invalid: {exc}")
+                return
+            await self._execute(ctx, tool, call_id, chosen)
 
     async def _execute(self, ctx: RunContext, tool: Tool, call_id: str,
                        args: dict[str, Any]) -> None:
@@ -378,21 +375,6 @@ class _TurnStream:
         self.turn.finish = finish
         await self.ctx.emit({"type": "TEXT_MESSAGE_END", "messageId": self.turn.message_id,
                              "metadata": {FINISH: finish}})
-
-
-def _approval(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    shown = json.dumps(args, ensure_ascii=False)
-    if len(shown) > 300:
-        shown = shown[:297] + "..."
-    return {
-        "id": f"approve-{call_id}", "reason": "tool_call", "toolCallId": call_id,
-        "message": f"Run {name}({shown})?",
-        "responseSchema": {
-            "type": "object",
-            "properties": {"approved": {"type": "boolean"}, "editedArgs": {"type": "object"}},
-            "required": ["approved"]},
-        "metadata": {"kind": APPROVAL_KIND, "tool": name, "args": args},
-    }
 
 
 def _result(finish: str, usage: Usage) -> dict[str, Any]:

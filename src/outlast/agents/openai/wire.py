@@ -13,24 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from outlast.agents.resume import unfinished
 from outlast.protocol.content import text_of
 
-FINISH = "finishReason"
-"""Message metadata key: how the model's turn that wrote the message ended."""
-STREAMING = "streaming"
-"""Set when a reply starts; replaced by the real finish reason when it ends. A reply
-still marked so after a crash was cut off; the agent re-marks it ``interrupted``."""
-INTERRUPTED = "interrupted"
-UNFINISHED = frozenset({STREAMING, INTERRUPTED, "error"})
-"""Finish reasons of replies never sent back to the model as a finished turn."""
 NO_RESULT = "No result was given for this call."
-
-
-def finish_of(message: dict[str, Any]) -> str | None:
-    """The finish reason a chat reply's metadata records, if any."""
-    meta = message.get("metadata")
-    value = meta.get(FINISH) if isinstance(meta, dict) else None
-    return value if isinstance(value, str) else None
 
 
 def to_openai(messages: list[dict[str, Any]],
@@ -52,7 +38,7 @@ def to_openai(messages: list[dict[str, Any]],
                         "content": text_of(m.get("content"))})
         elif role == "assistant":
             calls = m.get("toolCalls") or []
-            if finish_of(m) in UNFINISHED:
+            if unfinished(m):
                 skipped.update(c.get("id") for c in calls)
                 continue
             text = text_of(m.get("content"))

@@ -10,12 +10,14 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from outlast.agent import Agent, Capabilities, Resolution, RunContext
+from outlast.agents.calls import approval_schema, shown_args
 from outlast.agents.resume import (
     answer_placeholder,
     call_args,
     is_placeholder,
     mark_cut_off,
     owed_calls,
+    settled_at,
 )
 from outlast.agents.target import load_target
 from outlast.errors import MissingDependency
@@ -37,9 +39,7 @@ log = logging.getLogger("outlast.agents.strands")
 
 KEY_PREFIX = "strands-tool:"  # + the call id: a tool execution's journal key
 INTERRUPT_KIND = "strands_interrupt"
-APPROVAL_SCHEMA = {"type": "object", "required": ["approved"], "properties": {
-    "approved": {"type": "boolean"}, "reason": {"type": "string"},
-    "editedArgs": {"type": "object"}}}
+APPROVAL_SCHEMA = approval_schema(edits=True)
 
 
 def _require() -> Any:
@@ -128,10 +128,9 @@ class StrandsAgent(Agent):
         agent.add_middleware(ExecuteToolStage, journal(ctx))  # innermost: next to the tool
         if isinstance(saved.get("snapshot"), dict):
             agent.load_snapshot(Snapshot.from_dict(decode_bytes_values(saved["snapshot"])))
-        crashed = ctx.resumed and saved.get("run") == ctx.run_id
-        settled = saved.get("settled") if crashed and isinstance(saved.get("settled"), int) \
-            else None
-        cut = await mark_cut_off(ctx, settled) if settled is not None else None
+        settled = settled_at(ctx, SESSION_KEY)
+        if settled is not None:
+            await mark_cut_off(ctx, settled)  # and so left out: the model answers again
         # Calls a dead attempt was executing are asked about first (ending the run if any
         # is in doubt); those a person answered about run here, through the journal.
         owed = {c["id"] for c in await owed_calls(ctx, KEY_PREFIX, settled)}
@@ -141,7 +140,7 @@ class StrandsAgent(Agent):
                     await self._execute(ctx, agent, call)
             owed = set()
         held = set(saved.get("held") or ())
-        new = [m for m in ctx.messages if m.get("id") not in held and m.get("id") != cut]
+        new = [m for m in ctx.messages if m.get("id") not in held]
         # After a crash, a reply whose calls were left without a result goes back without
         # its results: Strands runs its calls again in its own loop (hooks first, then the
         # journal, which holds those that ran), as it does a reply that ends in tool uses.
@@ -212,10 +211,9 @@ class StrandsAgent(Agent):
                                 "metadata": metadata}
         if use is not None:  # the call waits for it: its result is the continuation's
             args = to_jsonable_python(use.get("input"), fallback=str)
-            shown = json.dumps(args, ensure_ascii=False)
-            shown = shown if len(shown) <= 300 else shown[:297] + "..."
             metadata.update(tool=use["name"], args=args)
-            item.update(toolCallId=str(use["toolUseId"]), message=f"Run {use['name']}({shown})?")
+            item.update(toolCallId=str(use["toolUseId"]),
+                        message=f"Run {use['name']}({shown_args(args)})?")
         if use is not None and not interrupt.id.startswith("v1:tool_call:"):
             # Asked before the call (a hook, an intervention): an approval. A tool asking
             # from inside its body may ask anything.

@@ -10,7 +10,7 @@ from pydantic_core import to_jsonable_python
 from strands.types.session import encode_bytes_values
 
 from outlast.agent import RunContext
-from outlast.agents.resume import answer_placeholder, call_args
+from outlast.agents.resume import answer_placeholder, call_args, finished, note_settled
 from outlast.protocol.content import text_of
 
 SESSION_KEY = "strands"  # the host's key in the thread's session_state
@@ -29,9 +29,10 @@ def result_text(result: Any) -> str:
 
 def to_strands(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """AG-UI messages as Strands messages (text, tool uses, tool results), messages of
-    the same role merged (Strands alternates user and assistant)."""
+    the same role merged (Strands alternates user and assistant); unfinished replies are
+    not sent back to the model."""
     out: list[dict[str, Any]] = []
-    for m in messages:
+    for m in finished(messages):
         role = m.get("role")
         if role in ("user", "system", "developer"):
             text = text_of(m.get("content"))
@@ -86,10 +87,10 @@ class Relay:
         """Note the Strands state as it is now: a crash resume restarts from it (G5, G8).
         Called before a reply's first opener, as the snapshot is saved just before it."""
         snapshot = self.agent.take_snapshot(preset="session").to_dict()
-        self.ctx.session_state[SESSION_KEY] = {
-            "run": self.ctx.run_id, "settled": len(self.ctx.messages),
-            "held": [m.get("id") for m in self.ctx.messages if m.get("id") not in self.waiting],
-            "snapshot": encode_bytes_values(to_jsonable_python(snapshot, fallback=str))}
+        note_settled(
+            self.ctx, SESSION_KEY,
+            held=[m.get("id") for m in self.ctx.messages if m.get("id") not in self.waiting],
+            snapshot=encode_bytes_values(to_jsonable_python(snapshot, fallback=str)))
 
     async def send(self, event: dict[str, Any]) -> None:
         if "event" in event:
