@@ -37,7 +37,7 @@ BACKLOG = 300
 """About how many queued events the runs writing may hold between them, shared fairly:
 a run whose backlog passes its share waits until the writer takes it into a commit.
 It bounds memory (G10) and latency: an event waits about backlog / throughput before
-its readers see it, so ten runs at full speed each allowed 500 held events back 180 ms,
+its readers see it, so a deep share per run holds events back when many runs write,
 while one run alone needs a deep backlog to fill large commits. Waiting for the take,
 not the commit, keeps the agent producing while the writer commits."""
 MIN_BACKLOG = 50
