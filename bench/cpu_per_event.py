@@ -17,13 +17,17 @@ a real SQLite file in WAL mode, from a thread, the watcher woken once per commit
 reports floor/bare (what durability costs at the least) and durable/floor (what outlast
 spends above that), the latter held against ``FLOOR_CEILING``.
 
+``--postgres`` runs the durable server on a throwaway PostgreSQL cluster
+(``tests/support/postgres.py``, durable settings) instead of SQLite; the cluster's own
+CPU per event is reported beside the server's, not in it.
+
 ``--write-path`` measures the durable write path alone, in process, where the machine's
 load moves it least: N leased runs on a real SQLite file, one content event appended to
 each (``Writer.append``) and committed together (the writer's own loop, the store, the
 hub's publish to one watcher a run), over and over: process CPU per event and the
 collector's time per event (``gc.callbacks``), held against ``WRITE_PATH_CEILING``.
 
-    python -m bench.cpu_per_event [--quick] [--floor] [--runs 200] [--rounds 3] [--window 5]
+    python -m bench.cpu_per_event [--quick] [--floor] [--postgres] [--runs 200] [--rounds 3]
     python -m bench.cpu_per_event --write-path [--runs 300]
 """
 
@@ -36,10 +40,12 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.common import Server, fmt, parser, report
+from bench.common import Server, fmt, parser, postgres_cluster, report
 from bench.loadclient import raise_nofile
 from bench.model_pace import curve, serve
 
@@ -155,13 +161,23 @@ def write_path_main(n: int, rounds: int, ceiling: float, out: Path | None) -> No
         sys.exit(1)
 
 
-def one_round(n: int, window_s: float, floor: bool = False) -> dict[str, Any]:
+Start = Callable[[Path, int], tuple[list[Server], int | None]]
+
+
+def sqlite(root: Path, n: int) -> tuple[list[Server], int | None]:
+    return [serve(root, "sqlite", n)], None
+
+
+def one_round(n: int, window_s: float, floor: bool = False,
+              durable_start: Start = sqlite) -> dict[str, Any]:
     load = os.getloadavg()[0]
-    [durable] = curve("SQLite, 1 process", [n], window_s, 1,
-                      lambda root, k: ([serve(root, "sqlite", k)], None))
+    [durable] = curve("durable", [n], window_s, 1, durable_start)
+    db = durable["db_cpu_pct"]
     out: dict[str, Any] = {"load": load, "durable_us": durable["server_us_per_event"],
                            "durable_kb": durable["rss_kb_per_run"],
-                           "durable_p99_ms": durable["p99_ms"], "errors": durable["errors"]}
+                           "durable_p99_ms": durable["p99_ms"], "errors": durable["errors"],
+                           "db_us": None if db is None else
+                           db / 100 / max(durable["events_per_s"], 1) * 1e6}
     if floor:
         [least] = curve("floor", [n], window_s, 1,
                         lambda root, k: ([Server.bench(root).start()], None),
@@ -186,14 +202,34 @@ def round_rows(results: list[dict[str, Any]], floor: bool) -> list[tuple[str, ..
              "over_floor": "durable/floor"}
     rows: list[tuple[str, ...]] = [(
         "round", "load avg", *(f"{s} µs/event" for s in shapes), *(names[r] for r in ratios),
-        *(f"{s} KB/run" for s in shapes), *(f"{s} p99 ms" for s in shapes), "errors")]
+        *(f"{s} KB/run" for s in shapes), *(f"{s} p99 ms" for s in shapes), "errors",
+        "PostgreSQL µs/event")]
     for i, r in enumerate(results, 1):
         rows.append((str(i), f"{r['load']:.2f}",
                      *(fmt(r[f"{s}_us"], digits=1) for s in shapes),
                      *(f"{r[k]:.2f}" for k in ratios),
                      *(fmt(r[f"{s}_kb"], digits=1) for s in shapes),
-                     *(fmt(r[f"{s}_p99_ms"], digits=1) for s in shapes), str(r["errors"])))
+                     *(fmt(r[f"{s}_p99_ms"], digits=1) for s in shapes), str(r["errors"]),
+                     "" if r["db_us"] is None else fmt(r["db_us"], digits=1)))
     return rows
+
+
+@contextmanager
+def durable_server(postgres: bool) -> Iterator[Start]:
+    """How the durable server starts: on SQLite, or on a PostgreSQL cluster for the block
+    (a fresh database each round; the cluster's processes are counted apart)."""
+    if not postgres:
+        yield sqlite
+        return
+    with postgres_cluster() as (cluster, skipped):
+        if cluster is None:
+            sys.exit(skipped)
+        pid = cluster.proc.pid if cluster.proc else None
+
+        def start(root: Path, n: int) -> tuple[list[Server], int | None]:
+            return [serve(root, "pg", n, "--store", cluster.fresh_database("cpu"))], pid
+
+        yield start
 
 
 def main() -> None:
@@ -204,6 +240,9 @@ def main() -> None:
     p.add_argument("--ceiling", type=float, help="the figure that fails")
     p.add_argument("--floor", action="store_true",
                    help="measure the floor too (bench.floor), between durable and bare")
+    p.add_argument("--postgres", action="store_true",
+                   help="the durable server on a throwaway PostgreSQL cluster (its own CPU "
+                        "reported apart)")
     p.add_argument("--write-path", action="store_true",
                    help="the write path alone, in process (default 300 runs)")
     ns = p.parse_args()
@@ -215,7 +254,8 @@ def main() -> None:
     rounds = ns.rounds or (1 if ns.quick else 3)
     raise_nofile(n * 3 + 512)
     started = time.monotonic()
-    results = [one_round(n, ns.window, ns.floor) for _ in range(rounds)]
+    with durable_server(ns.postgres) as start:
+        results = [one_round(n, ns.window, ns.floor, start) for _ in range(rounds)]
     ratio = statistics.median(r["ratio"] for r in results)
     ceiling = ns.ceiling or CEILING
     out: dict[str, Any] = {"runs": n, "rounds": results, "median_ratio": ratio,
