@@ -8,6 +8,8 @@ the store:
   are emitted, with no log, no fold, no snapshots: a server without durability.
   ``POST /bench/agents/paced`` does the same for the paced agent (``bench.latency``,
   ``bench.model_pace``).
+- ``POST /bench/floor/{bench|paced}`` adds to that what every durable server must do
+  per event (``bench.floor``): the floor ``bench.cpu_per_event --floor`` measures.
 - ``GET /bench/runs/{run_id}/events?after=N`` streams a finished run's frames,
   encoded once ahead of time and held in memory: replay without reading the log.
 - ``PUT /bench/validation/{on|off}`` turns G11's checks of what agents emit off and on
@@ -28,6 +30,7 @@ import uvicorn
 from fastapi import FastAPI, Query, Request
 
 from bench.agents import BenchAgent, PacedAgent
+from bench.floor import add_floor
 from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
 from outlast.cli.serve import tune_interpreter
@@ -182,6 +185,8 @@ async def serve(data_dir: Path, synchronous: str) -> None:
                                       "demo": DemoAgent(settings.workspace)})
     app = create_app(engine)
     add_baselines(app, engine, agent, paced)
+    add_floor(app, engine, {"bench": agent, "paced": paced}, data_dir / "floor.sqlite",
+              synchronous)
     # The HTTP stack of ``outlast serve`` (h11, as it configures uvicorn).
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", http="h11",
                             lifespan="on", access_log=False, timeout_graceful_shutdown=1)

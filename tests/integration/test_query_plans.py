@@ -31,6 +31,7 @@ EXPECTED_SCANS = {
     "messages_start_batch": {"SCAN r", "SCAN r VIRTUAL TABLE INDEX 1:"},  # the ids given
     "principal_lock": {"SCAN CONSTANT ROW"},  # reads nothing: the writer serializes already
     "runs_fence_append": {"SCAN CONSTANT ROW", "SCAN b"},  # the commit's own rows
+    "run_seqs_append": {"SCAN CONSTANT ROW", "SCAN b"},  # the same
 }
 _INDEX = re.compile(r"USING (?:COVERING )?INDEX (\w+)")
 

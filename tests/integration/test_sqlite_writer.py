@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
 from outlast.errors import IdempotencyConflict, RunIdConflict
-from outlast.store.base import AdmitRequest, AdmitResult
+from outlast.store.base import AdmitRequest, AdmitResult, FinishWrite, RunWrite, StoredEvent
 from outlast.store.sqlite import ADMISSIONS_AT_ONCE, SQLiteStore, WriteLock
 
 
@@ -109,5 +110,52 @@ async def test_more_admissions_than_one_group_takes_all_commit(tmp_path: Path) -
         for i in range(count):
             stored = await store.get_run("o", f"r{i}")
             assert stored is not None and stored.last_seq == 1
+    finally:
+        await store.close()
+
+
+async def test_a_lease_a_commit_found_held_is_checked_again_once_anything_may_change_it(
+        tmp_path: Path) -> None:
+    """The group commit checks only last_seq for a run whose lease an earlier commit found
+    held (``store.sqlite_fence``), until another transaction may have changed it: one of
+    another connection, one of this store's own, or the run's end in a commit."""
+    store = SQLiteStore(tmp_path / "o.db")
+    await store.open()
+    try:
+        created = await store.admit(request("t1", "r1"))
+        run = await store.get_run_by_rid(created.run.rid)
+        assert run is not None and run.lease_holder == "me"
+        seq = run.last_seq
+
+        async def write(instance: str = "me", final: bool = False) -> set[int]:
+            nonlocal seq
+            fin = FinishWrite(status="succeeded") if final else None
+            fenced = await store.write([RunWrite(
+                rid=run.rid, tid=run.tid, run_id=run.id, attempt=run.attempts,
+                instance=instance, prev_seq=seq,
+                events=[StoredEvent(seq + 1, True, json.dumps({"type": "CUSTOM"}))],
+                finish=fin)])
+            seq += 0 if fenced else 1
+            return fenced
+
+        def lease_holder(holder: str | None) -> None:  # another connection's transaction
+            with sqlite3.connect(tmp_path / "o.db") as db:
+                db.execute("UPDATE runs SET lease_holder = ? WHERE rid = ?", (holder, run.rid))
+
+        assert await write() == set()
+        assert await write() == set()  # the lease known held: only last_seq checked
+        assert await write("another") == {run.rid}  # another instance: checked, fenced
+        lease_holder("someone")
+        assert await write() == {run.rid}
+        lease_holder("me")
+        assert await write() == set()
+        assert await write() == set()
+        await store.expire_lease(run.rid, "me", run.attempts)  # this store's own
+        assert await write() == {run.rid}
+        lease_holder("me")
+        assert await write(final=True) == set()
+        assert await write() == {run.rid}  # ended in a commit: no longer running
+        assert [e.seq for e in await store.read_events(run.rid, 0, 100)] == \
+            list(range(1, seq + 1))
     finally:
         await store.close()

@@ -8,7 +8,7 @@ import json
 import time
 
 from outlast.engine.hub import CACHE_BYTES, CACHE_EVENTS, POKE_SECONDS, Hub, RunFeed
-from outlast.http.frames import SSE_TEMPLATE, frame, retry_preamble
+from outlast.http.frames import SSE_TEMPLATE, frame, frames_of, retry_preamble
 from outlast.http.streams import is_legacy, legacy_body
 from outlast.store.base import StoredEvent
 from tests.support.server import parse_sse
@@ -62,6 +62,8 @@ def test_clients_without_a_1_x_protocol_version_are_legacy() -> None:
 def test_frames_and_the_database_template_spell_a_logged_event_alike() -> None:
     prefix, middle, suffix = SSE_TEMPLATE
     assert frame(12, "{}") == f"{prefix}12{middle}{{}}{suffix}"
+    page = [StoredEvent(12, False, "{}"), StoredEvent(13, True, '{"a":1}')]
+    assert frames_of(page) == frame(12, "{}") + frame(13, '{"a":1}')
     assert retry_preamble().startswith("retry: ") and retry_preamble().endswith("\n\n")
 
 

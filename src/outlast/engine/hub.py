@@ -48,7 +48,8 @@ class RunFeed:
         self.holders = 0
         self.moved_at = time.monotonic()
 
-    def advance(self, events: list[StoredEvent], last_seq: int, final: bool) -> None:
+    def advance(self, events: list[StoredEvent], last_seq: int, final: bool,
+                now: float | None = None) -> None:
         cache = self.cache
         if events:
             if cache and events[0].seq != cache[-1].seq + 1:
@@ -65,7 +66,7 @@ class RunFeed:
         if last_seq > self.last_seq:
             self.last_seq = last_seq
         self.final = self.final or final
-        self.moved_at = time.monotonic()
+        self.moved_at = time.monotonic() if now is None else now
         self.poke()
 
     def poke(self) -> None:
@@ -150,11 +151,13 @@ class Hub:
         finally:
             self.release(rid)
 
-    def publish(self, rid: int, events: list[StoredEvent], last_seq: int, final: bool) -> None:
-        """G2: called only after the events are committed."""
+    def publish(self, rid: int, events: list[StoredEvent], last_seq: int, final: bool,
+                now: float | None = None) -> None:
+        """G2: called only after the events are committed (``now``: ``time.monotonic()``,
+        read once for a commit's many runs)."""
         feed = self._feeds.get(rid)
         if feed is not None:
-            feed.advance(events, last_seq, final)
+            feed.advance(events, last_seq, final, now)
 
     def hint(self, rid: int, last_seq: int, final: bool) -> None:
         """A notification from another process: wake readers, who read the log."""

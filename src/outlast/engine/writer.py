@@ -303,7 +303,7 @@ class Writer:
                 self._settle_batch(channels, writes, waiters, fenced)
 
     def _take_batch(self) -> tuple[list[RunChannel], list[RunWrite],
-                                   list[list[asyncio.Future[None]]]]:
+                                   list[Sequence[asyncio.Future[None]]]]:
         """Take every dirty channel's next write into one commit, with the flushes it
         settles (a channel with more pending keeps its flushes for a later commit)."""
         channels = list(self._dirty.values())
@@ -313,22 +313,23 @@ class Writer:
         # the next commit, right after this one (latency over batch size).
         share = max(MIN_SHARE, COMMIT_EVENTS // len(channels))
         writes: list[RunWrite] = []
-        waiters: list[list[asyncio.Future[None]]] = []
+        waiters: list[Sequence[asyncio.Future[None]]] = []
         high_water = backlog_share(len(channels))
         for ch in channels:
             writes.append(self._take(ch, share))
             ch.inflight = True
             if ch.room_waiters and len(ch.events) <= high_water:
                 self._release_room(ch)  # the agent produces again while this commits
-            if ch.pending:
-                waiters.append([])  # flushes wait for everything queued so far
-            else:
+            if ch.waiters and not ch.pending:
                 waiters.append(ch.waiters)
                 ch.waiters = []
+            else:  # none, or they wait for everything queued so far
+                waiters.append(())
         return channels, writes, waiters
 
     async def _commit_batch(self, channels: list[RunChannel], writes: list[RunWrite],
-                            waiters: list[list[asyncio.Future[None]]]) -> set[int] | None:
+                            waiters: list[Sequence[asyncio.Future[None]]]
+                            ) -> set[int] | None:
         """Write one commit: the rids fenced off, or None when nothing of it is stored
         (put back to try again after an outage, or failed for good)."""
         started = time.perf_counter()
@@ -364,16 +365,18 @@ class Writer:
         return fenced
 
     def _settle_batch(self, channels: list[RunChannel], writes: list[RunWrite],
-                      waiters: list[list[asyncio.Future[None]]], fenced: set[int]) -> None:
+                      waiters: list[Sequence[asyncio.Future[None]]], fenced: set[int]) -> None:
         """After a commit: publish what it stored (G2), fence off the runs it did not
         store, run the callbacks and flushes it settles, and mark what is left."""
         committed: list[RunWrite] = []
+        publish = self._hub.publish
+        now = time.monotonic()
         for ch, w, ws in zip(channels, writes, waiters, strict=True):
             ch.inflight = False
-            if not ch.pending:  # flushes that came during the commit: done too
-                ws = ws + ch.waiters
+            if ch.waiters and not ch.pending:  # flushes that came during the commit: done too
+                ws = [*ws, *ch.waiters]
                 ch.waiters = []
-            if w.rid in fenced:
+            if fenced and w.rid in fenced:
                 # G8 fencing: another process owns this run now; write nothing more.
                 ch.fenced = True
                 self._release_room(ch)
@@ -383,11 +386,12 @@ class Writer:
                 if w.events:
                     ch.committed_seq = w.events[-1].seq
                 # G2: publish only what is committed.
-                self._hub.publish(ch.rid, w.events, ch.committed_seq, w.finish is not None)
+                publish(ch.rid, w.events, ch.committed_seq, w.finish is not None, now)
                 committed.append(w)
                 if ch.committed_callbacks:
                     self._run_committed(ch)
-            self._settle([ws])
+            if ws:
+                self._settle([ws])
             if ch.pending and not ch.fenced:
                 self._mark(ch)  # the rest of its backlog: next commit
         self._on_commit(committed)
@@ -405,14 +409,14 @@ class Writer:
         self._release_room(ch)
 
     @staticmethod
-    def _settle(waiters: list[list[asyncio.Future[None]]]) -> None:
+    def _settle(waiters: Sequence[Sequence[asyncio.Future[None]]]) -> None:
         for futures in waiters:
             for fut in futures:
                 if not fut.done():
                     fut.set_result(None)
 
-    def _fail(self, channels: list[RunChannel], waiters: list[list[asyncio.Future[None]]],
-              exc: Exception) -> None:
+    def _fail(self, channels: list[RunChannel],
+              waiters: list[Sequence[asyncio.Future[None]]], exc: Exception) -> None:
         """A commit that cannot be made: its runs stop writing, their waiters learn why."""
         for ch in channels:
             ch.inflight = False
@@ -429,8 +433,8 @@ class Writer:
             if ch.on_fenced is not None:
                 ch.on_fenced()
 
-    def _put_back(self, ch: RunChannel, w: RunWrite, waiting: list[asyncio.Future[None]]
-                  ) -> None:
+    def _put_back(self, ch: RunChannel, w: RunWrite,
+                  waiting: Sequence[asyncio.Future[None]]) -> None:
         """A write the store did not take goes back in front of what came since, its
         flushes still waiting."""
         ch.inflight = False
@@ -458,6 +462,12 @@ class Writer:
         """The next write of ``ch``: up to ``share`` events, with the snapshots, construct
         changes and end that belong to them (a snapshot goes with the events it is as
         of; the end only with the last of them)."""
+        if len(ch.events) <= share and not (ch.usage or ch.constructs or ch.states
+                                            or ch.snapshots or ch.finish):
+            # The common case at a model's pace: a few events, nothing else.
+            events, ch.events = ch.events, []
+            return RunWrite(ch.rid, ch.tid, ch.run_id, ch.attempt, ch.instance,
+                            ch.committed_seq, events)
         usage: Sequence[tuple[float, UsageRecord]] = ()
         if ch.usage:  # with the first write: it belongs to no seq
             usage, ch.usage = ch.usage, []

@@ -8,6 +8,8 @@ database assembles replay pages with ``SSE_TEMPLATE``; everything else uses ``fr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from outlast.protocol.events import Event
 from outlast.protocol.jsonutil import dumps
 
@@ -23,6 +25,13 @@ def frame(seq: int | None, body: str) -> str:
     if seq is None:
         return f"data: {body}\n\n"
     return f"{SSE_TEMPLATE[0]}{seq}{SSE_TEMPLATE[1]}{body}{SSE_TEMPLATE[2]}"
+
+
+def frames_of(events: Iterable[tuple[int, bool, str]]) -> str:
+    """The frames of logged events (``StoredEvent``s), spelled as ``frame`` spells them,
+    in one string."""
+    head, sep, tail = SSE_TEMPLATE
+    return "".join([f"{head}{seq}{sep}{body}{tail}" for seq, _, body in events])
 
 
 def synthesized(event: Event) -> str:

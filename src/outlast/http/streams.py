@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from outlast.engine.leases import takeover_after
 from outlast.errors import RunCompacted, StoreUnavailable
-from outlast.http.frames import SSE_TEMPLATE, frame, is_preamble, retry_preamble, synthesized
+from outlast.http.frames import (
+    SSE_TEMPLATE,
+    frame,
+    frames_of,
+    is_preamble,
+    retry_preamble,
+    synthesized,
+)
 from outlast.protocol import constructs, events
 from outlast.protocol.jsonutil import dumps
 
@@ -112,8 +119,8 @@ class RunStream:
 
     def _encode(self, page: list[StoredEvent]) -> str:
         if self.legacy:
-            return "".join(frame(e.seq, legacy_body(e.body)) for e in page)
-        return "".join(frame(e.seq, e.body) for e in page)
+            return "".join([frame(e.seq, legacy_body(e.body)) for e in page])
+        return frames_of(page)
 
     async def reopen(self, after: int, *, past_end: bool = False) -> list[str]:
         """Synthesized frames for a stream that starts after ``after`` (mid-run, or
@@ -139,42 +146,42 @@ class RunStream:
                      synthesize_start: bool | None = None) -> AsyncIterator[str]:
         """Frames after ``after``; ends with the run's final event (or, when ``follow``
         is false, with the last event stored when the request was read). A following
-        stream that the store leaves without an answer for ``patience`` ends early."""
-        async with self.engine.watch(self.run) as feed:
+        stream that the store leaves without an answer for ``patience`` ends early.
+        Its pages come from ``_pages`` straight, one generator between the feed and the
+        response (a stream wakes once per commit of its run)."""
+        engine = self.engine
+        async with engine.watch(self.run) as feed:
             yield retry_preamble()
             try:
-                async with aclosing(self._frames(feed, after, follow, synthesize_start)) as fs:
-                    async for f in fs:
+                run = await self._current(feed, follow)
+                if run.compacted_at is not None:
+                    return  # compacted since the request was read: a retry gets the 410
+                final = engine.is_final(run)
+                last = max(run.last_seq, feed.last_seq)
+                engine.metrics.streams.labels(
+                    "reattach" if after > 0 else "replay" if final else "live").inc()
+                if synthesize_start if synthesize_start is not None else after > 0:
+                    # Past a final run's end nothing is open: only its state is sent.
+                    past_end = final and after >= last
+                    for f in await self._patient(follow, self._reopen, min(after, last),
+                                                 past_end):
                         yield f
+                if final and after >= last:
+                    # Following a finished run from its end: its final event, at once.
+                    tail = await self._patient(follow, engine.run_events, run,
+                                               max(0, last - 1), 1)
+                    if tail:
+                        body = legacy_body(tail[-1].body) if self.legacy else tail[-1].body
+                        yield frame(None, body)
+                    return
+                async with aclosing(self._pages(feed, run, after, last, final,
+                                                follow)) as pages:
+                    async for text in pages:
+                        yield text
             except _StoreGone:
                 log.warning("run %s: a stream ended: the store did not answer for %.0f s "
                             "(its client resumes with Last-Event-ID)", self.run.id,
                             self.patience)
-
-    async def _frames(self, feed: RunFeed, after: int, follow: bool,
-                      synthesize_start: bool | None) -> AsyncGenerator[str, None]:
-        engine = self.engine
-        run = await self._current(feed, follow)
-        if run.compacted_at is not None:
-            return  # compacted since the request was read: a retry gets the 410
-        final = engine.is_final(run)
-        last = max(run.last_seq, feed.last_seq)
-        engine.metrics.streams.labels(
-            "reattach" if after > 0 else "replay" if final else "live").inc()
-        if synthesize_start if synthesize_start is not None else after > 0:
-            # Past a final run's end nothing is open: only its state is sent.
-            past_end = final and after >= last
-            for f in await self._patient(follow, self._reopen, min(after, last), past_end):
-                yield f
-        if final and after >= last:
-            # Following a finished run from its end: its final event, at once.
-            tail = await self._patient(follow, engine.run_events, run, max(0, last - 1), 1)
-            if tail:
-                body = legacy_body(tail[-1].body) if self.legacy else tail[-1].body
-                yield frame(None, body)
-            return
-        async for text in self._pages(feed, run, after, last, final, follow):
-            yield text
 
     async def _current(self, feed: RunFeed, follow: bool) -> RunRecord:
         """The run as it stands now that the feed is held. A final run changes no more (a
@@ -227,6 +234,9 @@ class RunStream:
             await feed.wait(cursor)
             if engine.draining:
                 return  # the client resumes from another process (Last-Event-ID)
+            if feed.last_seq > cursor or feed.final:  # a commit woke it: no read
+                last, final = max(last, feed.last_seq), feed.final
+                continue
             edge = await self._edge(feed, run, cursor, last, follow)
             if edge is None:
                 return
@@ -234,8 +244,9 @@ class RunStream:
 
     async def _edge(self, feed: RunFeed, run: RunRecord, cursor: int, last: int,
                     follow: bool) -> tuple[int, bool] | None:
-        """After a wake-up, the run's last committed seq and whether it is final; None
-        when the stream ends here (the run is gone, compacted, or ended at ``cursor``)."""
+        """After a wake-up that no commit of this process made, the run's last committed
+        seq and whether it is final; None when the stream ends here (the run is gone,
+        compacted, or ended at ``cursor``)."""
         if feed.last_seq > cursor or feed.final:
             return max(last, feed.last_seq), feed.final
         # The hub's sweep woke a quiet feed: the log is the truth (hints can be lost

@@ -296,9 +296,10 @@ class FinishWrite:
     usage: list[dict[str, Any]] | None = None  # the run's tokens (AG-UI 1.0), for webhooks
 
 
-@dataclass
+@dataclass(slots=True)
 class RunWrite:
-    """One fenced unit of writing to one run: events, maybe a snapshot, maybe the end."""
+    """One fenced unit of writing to one run: events, maybe a snapshot, maybe the end.
+    Slotted: a commit at a model's pace makes one for each of hundreds of runs."""
 
     rid: int
     tid: int

@@ -7,14 +7,12 @@ file, so runs leased by a predecessor can be taken over at once (G8).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import json
 import logging
 import os
 import sqlite3
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -31,6 +29,8 @@ from outlast.store.outage import outages, sqlite_outage
 from outlast.store.records import AdmitRequest, AdmitResult, LeaseState
 from outlast.store.sqlconn import UniqueViolation
 from outlast.store.sqlite_conn import AsyncConn, InlineConn
+from outlast.store.sqlite_fence import KnownLeases
+from outlast.store.sqlite_lock import WriteLock
 from outlast.store.sqlstore import Body, SqlStore, T
 
 log = logging.getLogger("outlast.store.sqlite")
@@ -97,58 +97,6 @@ async def _in_thread(pool: ThreadPoolExecutor, release: Callable[[], None],
     return await asyncio.shield(future)
 
 
-class WriteLock:
-    """The one write connection's lock: first come, first served, except that a group
-    commit gives way to the transactions a request waits on (an admission, a claim, a
-    cancel). Ten runs admitted at once behind full-speed runs otherwise wait out a
-    commit of hundreds of events between two admissions, and the last one's first
-    event comes many commits late. At most ``GIVE_WAY`` of them go before a waiting
-    commit, so the log keeps moving."""
-
-    GIVE_WAY = 16
-
-    def __init__(self) -> None:
-        self._locked = False
-        self._urgent: deque[asyncio.Future[None]] = deque()
-        self._batch: deque[asyncio.Future[None]] = deque()
-        self._streak = 0  # urgent holders since a group commit last held the lock
-
-    async def acquire(self, *, batch: bool = False) -> None:
-        if not self._locked:
-            self._locked = True
-            return
-        fut = asyncio.get_running_loop().create_future()
-        queue = self._batch if batch else self._urgent
-        queue.append(fut)
-        try:
-            await fut
-        except asyncio.CancelledError:
-            if fut.cancelled():
-                with contextlib.suppress(ValueError):  # release() may have dropped it
-                    queue.remove(fut)
-            else:
-                self.release()  # handed over as the caller was cancelled: pass it on
-            raise
-
-    def release(self) -> None:
-        """Hand the lock to the next waiter still waiting, or free it."""
-        while self._urgent or self._batch:
-            urgent = bool(self._urgent) and (self._streak < self.GIVE_WAY or not self._batch)
-            fut = (self._urgent if urgent else self._batch).popleft()
-            if fut.done():
-                continue  # its caller was cancelled
-            self._streak = self._streak + 1 if urgent else 0
-            fut.set_result(None)
-            return
-        self._locked = False
-
-    async def __aenter__(self) -> None:
-        await self.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release()
-
-
 class SQLiteStore(SqlStore):
     """Store over a SQLite file; one writer connection, a few readers."""
 
@@ -172,6 +120,7 @@ class SQLiteStore(SqlStore):
         # Admissions waiting for the write connection together, and their outcomes.
         self._admissions: list[tuple[AdmitRequest, asyncio.Future[AdmitResult]]] = []
         self._admitting: set[asyncio.Task[None]] = set()
+        self._leases = KnownLeases()  # the write connection's thread's, under the lock
 
     def lease_renewer(self) -> LeaseRenewer:
         return _SqliteRenewer(self)
@@ -215,11 +164,15 @@ class SQLiteStore(SqlStore):
         await self._write_lock.acquire(batch=batch)
         async with outages(sqlite_outage, self.report_outage, write=True):
             return await _in_thread(self._writes, self._write_lock.release,
-                                    self._write_here, self._inline_writer, body)
+                                    self._write_here, self._inline_writer, body, batch)
 
-    def _write_here(self, db: sqlite3.Connection, body: Body[T]) -> T:
+    def _known_leases(self) -> set[tuple[int, str, int]]:
+        return self._leases.held
+
+    def _write_here(self, db: sqlite3.Connection, body: Body[T], batch: bool) -> T:
         db.execute("BEGIN IMMEDIATE")
         try:
+            self._leases.begin(db, batch)
             result = _inline(body(InlineConn(db, self._queries)))
             db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
@@ -286,6 +239,7 @@ class SQLiteStore(SqlStore):
         conn = InlineConn(db, self._queries)
         outcomes: list[AdmitResult | BaseException] = []
         db.execute("BEGIN IMMEDIATE")
+        self._leases.forget()
         try:
             for req in reqs:
                 db.execute("SAVEPOINT admission")

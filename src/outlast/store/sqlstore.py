@@ -352,7 +352,14 @@ class SqlStore(RetentionSql, WebhooksSql, UsageSql, Store):
         if not batch:
             return set()
         now = time.time()
-        return await self._in_write(lambda c: write_batch(c, batch, now), batch=True)
+        known = self._known_leases()
+        return await self._in_write(lambda c: write_batch(c, batch, now, known), batch=True)
+
+    def _known_leases(self) -> set[tuple[int, str, int]] | None:
+        """The (rid, instance, attempt) whose lease the group commit may take as held
+        without a lookup, kept up to date by the commits (``write_batch``); None: none
+        (another process may take a lease over; SQLite: ``store.sqlite_fence``)."""
+        return None
 
     async def request_cancel(self, rid: int) -> RunRecord | None:
         async with self._write() as c:

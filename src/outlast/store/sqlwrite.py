@@ -58,14 +58,12 @@ def state_rows(w: RunWrite) -> list[list[Any]]:
     return rows
 
 
-async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
-    """Write one commit; returns the rids fenced off (written nothing)."""
-    # G2/G8 fencing: only the lease holder of an attempt whose view of last_seq is
-    # current moves it; the others write nothing.
-    passed = set(await c.rows("runs_fence_append", [
-        (w.rid, w.instance, w.attempt, w.prev_seq, w.events[-1][0] if w.events else w.prev_seq)
-        for w in batch
-    ]))
+async def write_batch(c: Conn, batch: list[RunWrite], now: float,
+                      known: set[tuple[int, str, int]] | None = None) -> set[int]:
+    """Write one commit; returns the rids fenced off (written nothing). ``known``: the
+    (rid, instance, attempt) whose lease is known held (``SqlStore._known_leases``),
+    updated with what this commit finds."""
+    passed = await _fence(c, batch, known)
     live = [w for w in batch if w.rid in passed]
     events = [(w.rid, s, 1 if b else 0, body) for w in live for s, b, body in w.events]
     if events:
@@ -94,7 +92,28 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float) -> set[int]:
     for w in live:
         if w.finish is not None:
             await _write_finish(c, w, now)
+            if known is not None:
+                known.discard((w.rid, w.instance, w.attempt))  # no longer running
     return {w.rid for w in batch} - passed
+
+
+async def _fence(c: Conn, batch: list[RunWrite],
+                 known: set[tuple[int, str, int]] | None) -> set[int]:
+    """G2/G8 fencing: only the lease holder of an attempt whose view of last_seq is
+    current moves it; the rids that did. A run whose lease is ``known`` held has only its
+    last_seq checked; the others have their lease checked too, and join ``known``."""
+    rows = [(w.rid, w.instance, w.attempt, w.prev_seq,
+             w.events[-1][0] if w.events else w.prev_seq) for w in batch]
+    if known is None:
+        return set(await c.rows("runs_fence_append", rows))
+    held = [(r[0], r[3], r[4]) for r in rows if r[:3] in known]
+    others = [r for r in rows if r[:3] not in known] if held else rows
+    passed = set(await c.rows("run_seqs_append", held)) if held else set()
+    if others:
+        checked = set(await c.rows("runs_fence_append", others))
+        known.update(r[:3] for r in others if r[0] in checked)
+        passed |= checked
+    return passed
 
 
 async def start_runs(c: Conn, runs: list[RunRecord], instance: str, now: float,

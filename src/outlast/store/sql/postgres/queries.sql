@@ -86,6 +86,19 @@ WHERE runs.rid = b.rid AND runs.rid = run.rid AND runs.lease_holder = b.instance
   AND runs.attempts = b.attempt AND runs.status = 'running' AND runs.last_seq = b.prev_seq
 RETURNING runs.rid;
 
+-- name: run_seqs_append
+-- SQLite's fence for runs whose lease its one process knows held (store/sqlite_fence.py),
+-- here for the dialects' parity only: PostgreSQL stores never know that (another
+-- process may take a lease over), so their commits fence every run with
+-- runs_fence_append. Moves last_seq ([rid, prev_seq, last_seq] rows) where current.
+WITH b AS (
+    SELECT (x->>0)::bigint AS rid, (x->>1)::bigint AS prev_seq, (x->>2)::bigint AS last_seq
+    FROM jsonb_array_elements(:rows::jsonb) AS x)
+UPDATE runs SET last_seq = b.last_seq
+FROM b
+WHERE runs.rid = b.rid AND runs.last_seq = b.prev_seq
+RETURNING runs.rid;
+
 -- name: run_cancel_queued
 -- Cancel a run that never started (run_seq_set then counts the events it is given;
 -- thread row first, as admission locks).

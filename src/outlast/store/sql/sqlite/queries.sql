@@ -74,6 +74,16 @@ WHERE run_seqs.rid = b.rid AND runs.lease_holder = b.instance AND runs.attempts 
   AND runs.status = 'running' AND run_seqs.last_seq = b.prev_seq
 RETURNING run_seqs.rid;
 
+-- name: run_seqs_append
+-- runs_fence_append for runs whose lease the commit knows held (store/sqlite_fence.py):
+-- each run of the rows ([rid, prev_seq, last_seq] each, as Conn.rows binds them) moves
+-- its last_seq only when its view of it is current; the rids that did.
+WITH b (rid, prev_seq, last_seq) AS (VALUES (?, ?, ?))
+UPDATE run_seqs SET last_seq = b.last_seq
+FROM b
+WHERE run_seqs.rid = b.rid AND run_seqs.last_seq = b.prev_seq
+RETURNING run_seqs.rid;
+
 -- name: run_cancel_queued
 -- Cancel a run that never started (run_seq_set then counts the events it is given).
 UPDATE runs SET status = 'cancelled', finished_at = :now, outcome = :outcome,
