@@ -62,6 +62,7 @@ class FloorContext:
         self.run_id = body["runId"]
         self.thread_id = body["threadId"]
         self.forwarded_props = body.get("forwardedProps")
+        self.messages = body.get("messages") or []
         self.pending: list[str] = []
         self.seq = self.committed = 0
         self.done = False
@@ -69,6 +70,10 @@ class FloorContext:
         self.writer = writer
         self.rid = rid
         self.uncommitted: list[tuple[int, int, int, str]] = []
+
+    def finished(self) -> bool:
+        """The run ended and everything it emitted is committed and sent on."""
+        return self.done and self.committed == self.seq
 
     async def emit(self, event: dict[str, Any]) -> None:
         self.push(dict(event))
@@ -138,19 +143,18 @@ class FloorWriter:
                 ctx.wake.set()  # the watcher, once per commit
 
 
-async def floor_frames(agent: Agent, body: dict[str, Any],
-                       writer: FloorWriter) -> AsyncIterator[str]:
-    """The agent's events, streamed once committed; drains everything committed per send."""
+async def stream_frames(agent: Agent, ctx: Any) -> AsyncIterator[str]:
+    """The agent's events as ``ctx`` makes them sendable (``ctx.pending``), drained whole
+    per send, until ``ctx.finished()``: the no-store paths' one stream loop."""
     yield retry_preamble()
-    ctx = FloorContext(body, writer, writer.next_rid())
     ctx.push({"type": "RUN_STARTED", "threadId": ctx.thread_id, "runId": ctx.run_id,
               "protocolVersion": "1.0",
               "input": {"threadId": ctx.thread_id, "runId": ctx.run_id,
-                        "messages": body.get("messages") or []}})
+                        "messages": ctx.messages}})
 
     async def run() -> None:
         try:
-            await agent.run(ctx)  # type: ignore[arg-type]
+            await agent.run(ctx)
             ctx.push({"type": "RUN_FINISHED", "threadId": ctx.thread_id, "runId": ctx.run_id})
         finally:
             ctx.done = True
@@ -163,7 +167,7 @@ async def floor_frames(agent: Agent, body: dict[str, Any],
                 chunk = "".join(ctx.pending)
                 ctx.pending.clear()
                 yield chunk
-            elif ctx.done and ctx.committed == ctx.seq:
+            elif ctx.finished():
                 break
             else:
                 await ctx.wake.wait()
@@ -182,7 +186,8 @@ def add_floor(app: FastAPI, engine: Engine, agents: dict[str, Agent], path: Path
     async def stream_floor(name: str, request: Request) -> EventStream:
         s = engine.settings
         body = parse_input(await read_json(request, s.max_body_bytes, s.body_timeout), s)
-        return EventStream(floor_frames(agents[name], body, writer),
+        ctx = FloorContext(body, writer, writer.next_rid())
+        return EventStream(stream_frames(agents[name], ctx),
                            headers={"Outlast-Run-Id": body["runId"],
                                     "Outlast-Thread-Id": body["threadId"]},
                            keepalive_seconds=s.keepalive)

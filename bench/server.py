@@ -30,7 +30,7 @@ import uvicorn
 from fastapi import FastAPI, Query, Request
 
 from bench.agents import BenchAgent, PacedAgent
-from bench.floor import add_floor
+from bench.floor import add_floor, stream_frames
 from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
 from outlast.cli.serve import tune_interpreter
@@ -59,10 +59,14 @@ class BaselineContext:
         self.run_id = body["runId"]
         self.thread_id = body["threadId"]
         self.forwarded_props = body.get("forwardedProps")
+        self.messages = body.get("messages") or []
         self.pending: list[str] = []
         self.seq = 0
         self.done = False
         self.wake = asyncio.Event()
+
+    def finished(self) -> bool:
+        return self.done
 
     async def emit(self, event: dict[str, Any]) -> None:
         self.push(dict(event))
@@ -74,40 +78,6 @@ class BaselineContext:
         self.seq += 1
         self.pending.append(frame(self.seq, body))
         self.wake.set()
-
-
-async def baseline_frames(agent: Agent, body: dict[str, Any]) -> AsyncIterator[str]:
-    """The bench agent's events, streamed as emitted; drains everything pending per send."""
-    yield retry_preamble()
-    ctx = BaselineContext(body)
-    ctx.push({"type": "RUN_STARTED", "threadId": ctx.thread_id, "runId": ctx.run_id,
-              "protocolVersion": "1.0",
-              "input": {"threadId": ctx.thread_id, "runId": ctx.run_id,
-                        "messages": body.get("messages") or []}})
-
-    async def run() -> None:
-        try:
-            await agent.run(ctx)  # type: ignore[arg-type]
-            ctx.push({"type": "RUN_FINISHED", "threadId": ctx.thread_id, "runId": ctx.run_id})
-        finally:
-            ctx.done = True
-            ctx.wake.set()
-
-    task = asyncio.create_task(run())
-    try:
-        while True:
-            if ctx.pending:
-                chunk = "".join(ctx.pending)
-                ctx.pending.clear()
-                yield chunk
-            elif ctx.done:
-                break
-            else:
-                await ctx.wake.wait()
-                ctx.wake.clear()
-        await task
-    finally:
-        task.cancel()
 
 
 def _unchecked(*_: Any) -> None:
@@ -140,7 +110,7 @@ def add_baselines(app: FastAPI, engine: Engine, agent: BenchAgent,
     async def stream_baseline(name: str, request: Request) -> EventStream:
         s = engine.settings
         body = parse_input(await read_json(request, s.max_body_bytes, s.body_timeout), s)
-        return EventStream(baseline_frames(baselines[name], body),
+        return EventStream(stream_frames(baselines[name], BaselineContext(body)),
                            headers={"Outlast-Run-Id": body["runId"],
                                     "Outlast-Thread-Id": body["threadId"]},
                            keepalive_seconds=s.keepalive)
