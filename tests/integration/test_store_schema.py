@@ -128,6 +128,26 @@ def sqlite_at_version(path: Path, version: int) -> sqlite3.Connection:
     return con
 
 
+async def postgres_at_version(pg_cluster: Any, version: int) -> tuple[str, Any]:
+    """A new PostgreSQL database as an older release left it (migrations 1 to
+    ``version`` applied): its URL and an open asyncpg connection to it."""
+    import asyncpg
+
+    from outlast.store.sql import load_queries, migrations
+
+    name = f"v{version}_{os.getpid()}"
+    pg_cluster.psql(f"DROP DATABASE IF EXISTS {name}")
+    pg_cluster.psql(f"CREATE DATABASE {name}")
+    url = pg_cluster.url(name)
+    con = await asyncpg.connect(url)
+    for _, script in migrations("postgres")[:version]:
+        await con.execute(script)
+    await con.execute(load_queries("postgres")["schema_migrations_create"].sql)
+    await con.executemany("INSERT INTO schema_migrations VALUES ($1, 1)",
+                          [(v,) for v in range(1, version + 1)])
+    return url, con
+
+
 @pytest.mark.postgres
 async def test_both_backends_migrate_to_the_same_schema(tmp_path: Path, pg_url: str) -> None:
     path = tmp_path / "outlast.db"
@@ -376,21 +396,8 @@ async def test_a_version_11_sqlite_file_gets_each_runs_protocol_version(tmp_path
 @pytest.mark.postgres
 async def test_a_version_11_postgres_database_gets_each_runs_protocol_version(
         pg_cluster: Any) -> None:
-    import asyncpg
-
-    from outlast.store.sql import load_queries, migrations
-
-    name = f"v11_{os.getpid()}"
-    pg_cluster.psql(f"DROP DATABASE IF EXISTS {name}")
-    pg_cluster.psql(f"CREATE DATABASE {name}")
-    url = pg_cluster.url(name)
-    con = await asyncpg.connect(url)
+    url, con = await postgres_at_version(pg_cluster, 11)
     try:
-        for _, script in migrations("postgres")[:11]:
-            await con.execute(script)
-        await con.execute(load_queries("postgres")["schema_migrations_create"].sql)
-        await con.executemany("INSERT INTO schema_migrations VALUES ($1, 1)",
-                              [(v,) for v in range(1, 12)])
         await con.execute(
             "INSERT INTO threads (owner, id, created_at, updated_at) VALUES ('o', 't', 1, 1)")
         for run_id, text, _ in VERSIONED_INPUTS:
@@ -460,21 +467,8 @@ async def test_a_version_14_sqlite_file_keeps_its_principals_and_leases(tmp_path
 @pytest.mark.postgres
 async def test_a_version_14_postgres_database_keeps_its_principals_and_leases(
         pg_cluster: Any) -> None:
-    import asyncpg
-
-    from outlast.store.sql import load_queries, migrations
-
-    name = f"v14_{os.getpid()}"
-    pg_cluster.psql(f"DROP DATABASE IF EXISTS {name}")
-    pg_cluster.psql(f"CREATE DATABASE {name}")
-    url = pg_cluster.url(name)
-    con = await asyncpg.connect(url)
+    url, con = await postgres_at_version(pg_cluster, 14)
     try:
-        for _, script in migrations("postgres")[:14]:
-            await con.execute(script)
-        await con.execute(load_queries("postgres")["schema_migrations_create"].sql)
-        await con.executemany("INSERT INTO schema_migrations VALUES ($1, 1)",
-                              [(v,) for v in range(1, 15)])
         for sql in V14_ROWS:
             await con.execute(sql)
     finally:

@@ -218,20 +218,12 @@ class Settings(BaseSettings):
             webhook_key(value.get_secret_value())
         return value
 
-    @field_validator("webhooks")
+    @field_validator("webhooks", "webhook_allow")
     @classmethod
     def _webhook_urls(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        # --webhook names whole URLs, --webhook-allow the prefixes a run may name.
         for url in value:
-            webhook_url_problem(url, prefix=False, raise_it=True)
-        if value and info.data.get("webhook_secret") is None:
-            raise ValueError("webhooks are signed: give --webhook-secret too")
-        return value
-
-    @field_validator("webhook_allow")
-    @classmethod
-    def _webhook_prefixes(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        for prefix in value:
-            webhook_url_problem(prefix, prefix=True, raise_it=True)
+            webhook_url_problem(url, prefix=info.field_name == "webhook_allow", raise_it=True)
         if value and info.data.get("webhook_secret") is None:
             raise ValueError("webhooks are signed: give --webhook-secret too")
         return value
