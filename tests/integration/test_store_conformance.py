@@ -722,6 +722,27 @@ async def test_one_commit_closes_constructs_of_many_runs_each_its_own(store: Sql
                            {2: 1, 3: 1, 4: 1, 5: 1}), (i, open_at)
 
 
+async def test_a_key_closed_and_reopened_hundreds_of_times_in_one_commit(
+        store: SqlStore) -> None:
+    """More closes than one statement binds (SQLite chunks the rows): each open row of a
+    key reused again and again still takes the first close after it."""
+    run = await admit_running(store)
+    text = ('["text","m"]', '{"reopen":{"type":"TEXT_MESSAGE_START","messageId":"m"},'
+            '"close":{"type":"TEXT_MESSAGE_END","messageId":"m"},"lane":null,"chunked":false}')
+    assert await store.write([RunWrite(
+        rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A", prev_seq=0,
+        events=events_for(run, 1, 2), constructs=[(2, 0, *text)])]) == set()
+    # m closes at every odd seq from 3 and opens again at every even one, 300 times.
+    reused: list[tuple[int, int, str, str | None]] = []
+    for seq in range(3, 603):
+        reused.append((seq, 0, text[0], None) if seq % 2 else (seq, 0, *text))
+    assert await store.write([RunWrite(
+        rid=run.rid, tid=run.tid, run_id=run.id, attempt=1, instance="A", prev_seq=2,
+        events=events_for(run, 3, 600), constructs=reused)]) == set()
+    for after in (2, 3, 4, 255, 256, 257, 258, 600, 601, 602):
+        assert len(await store.open_constructs(run.rid, after)) == int(after % 2 == 0), after
+
+
 async def test_frames_pages_are_the_events_encoded_in_order(store: SqlStore) -> None:
     run = await admit_running(store)
     await append(store, run, 25)

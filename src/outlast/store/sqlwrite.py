@@ -1,6 +1,7 @@
 """The group commit's statements (G2, G8): one statement per kind of row for the whole
-commit, its rows passed as one JSON array (on SQLite the fence's and the events' rows
-are bound as they are, ``Conn.rows``), never a statement per run or per row.
+commit, its rows passed as one JSON array (on SQLite the rows of the fence, the events,
+the construct and state indexes and the snapshots' messages are bound as they are,
+``Conn.rows``), never a statement per run or per row.
 
 At a model's pace a commit holds a few events from each of many runs. Each statement
 awaited is a round trip (on SQLite a trip to a thread that, while the event loop is
@@ -71,13 +72,13 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float,
     opened = [[w.rid, seq, o, k, b] for w in live for seq, o, k, b in w.constructs
               if b is not None]
     if opened:
-        await c.run("constructs_open_batch", rows=dumps(opened))
+        await c.rows("constructs_open_batch", opened)
     closed = [[w.rid, seq, k] for w in live for seq, _, k, b in w.constructs if b is None]
     if closed:
-        await c.run("constructs_close_batch", rows=dumps(closed))
+        await c.rows("constructs_close_batch", closed)
     states = [row for w in live for row in state_rows(w)]
     if states:
-        await c.run("run_states_insert_batch", rows=dumps(states))
+        await c.rows("run_states_insert_batch", states)
     usage = [[w.rid, w.attempt, at, u.provider, u.model, u.input_tokens, u.output_tokens,
               u.total_tokens, u.reasoning_tokens, u.cached_tokens]
              for w in live for at, u in w.usage]
@@ -221,7 +222,7 @@ async def _write_snapshots(c: Conn, writes: list[RunWrite], now: float) -> None:
         await c.run("messages_delete_batch", rows=dumps(deletes))
     upserts = [[tid, i, p, body] for tid, s in snaps for i, p, body in s.upserts]
     if upserts:
-        await c.run("messages_upsert_batch", rows=dumps(upserts))
+        await c.rows("messages_upsert_batch", upserts)
     if snaps:
         await c.run("threads_snapshot_batch", now=now, rows=dumps([
             [tid, s.state_json, s.session_state_json, s.as_of_run, s.as_of_seq]

@@ -188,30 +188,29 @@ ORDER BY opened_seq, ord;
 INSERT INTO events (rid, seq, boundary, body) VALUES (?, ?, ?, ?);
 
 -- name: run_states_insert_batch
--- Index the state a commit's state events start from: :rows is a JSON array of
--- [rid, seq, upto, state].
-INSERT INTO run_states (rid, seq, upto, body)
-SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows);
+-- Index the state a commit's state events start from, [rid, seq, upto, state] each
+-- (Conn.rows).
+INSERT INTO run_states (rid, seq, upto, body) VALUES (?, ?, ?, ?);
 
 -- name: constructs_open_batch
--- Index the constructs a commit's events opened: :rows is a JSON array of
--- [rid, seq, ord, ckey, body].
-INSERT INTO constructs (rid, opened_seq, ord, ckey, body)
-SELECT value->>0, value->>1, value->>2, value->>3, value->>4 FROM json_each(:rows);
+-- Index the constructs a commit's events opened, [rid, seq, ord, ckey, body] each
+-- (Conn.rows).
+INSERT INTO constructs (rid, opened_seq, ord, ckey, body) VALUES (?, ?, ?, ?, ?);
 
 -- name: constructs_close_batch
--- Close the constructs a commit's events closed: :rows is a JSON array of
--- [rid, seq, ckey]. Each open row takes the first close of its key after it opened
--- (a key reused later in the same commit is another row). Driven by the rows, each
--- looked up in the open-constructs index: a commit with a close for each of many
--- runs costs linear time (a correlated subquery over the array cost quadratic).
+-- Close the constructs a commit's events closed, [rid, seq, ckey] each (Conn.rows, in
+-- the order of the log: a chunk never holds a close later than the next chunk's).
+-- Each open row takes the first close of its key after it opened (a key reused later
+-- in the same commit is another row). Driven by the rows, each looked up in the
+-- open-constructs index: a commit with a close for each of many runs costs linear
+-- time (a correlated subquery over the rows cost quadratic).
+WITH j (rid, seq, ckey) AS (VALUES (?, ?, ?))
 UPDATE constructs SET closed_seq = b.seq
-FROM (SELECT c.rid AS rid, c.opened_seq AS opened_seq, c.ord AS ord,
-             MIN(j.value->>1) AS seq
-      FROM json_each(:rows) AS j
+FROM (SELECT c.rid AS rid, c.opened_seq AS opened_seq, c.ord AS ord, MIN(j.seq) AS seq
+      FROM j
       JOIN constructs AS c INDEXED BY constructs_open
-        ON c.rid = j.value->>0 AND c.ckey = j.value->>2
-       AND c.closed_seq IS NULL AND c.opened_seq < j.value->>1
+        ON c.rid = j.rid AND c.ckey = j.ckey
+       AND c.closed_seq IS NULL AND c.opened_seq < j.seq
       GROUP BY c.rid, c.opened_seq, c.ord) AS b
 WHERE constructs.rid = b.rid AND constructs.opened_seq = b.opened_seq
   AND constructs.ord = b.ord;
@@ -222,10 +221,9 @@ DELETE FROM messages
 WHERE (tid, id) IN (SELECT value->>0, value->>1 FROM json_each(:rows));
 
 -- name: messages_upsert_batch
--- Write new or changed messages of snapshots: :rows is a JSON array of
--- [tid, id, position, body], each (tid, id) once.
-INSERT INTO messages (tid, id, position, body)
-SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows) WHERE true
+-- Write new or changed messages of snapshots, [tid, id, position, body] each, each
+-- (tid, id) once (Conn.rows: no message body escaped into a JSON array).
+INSERT INTO messages (tid, id, position, body) VALUES (?, ?, ?, ?)
 ON CONFLICT (tid, id) DO UPDATE SET position = excluded.position, body = excluded.body;
 
 -- name: threads_snapshot_batch
