@@ -444,8 +444,9 @@ async def test_a_frozen_model_server_times_out(server_factory: Any, model: FakeO
         assert frames[-1].event["type"] == "RUN_ERROR"
         assert frames[-1].event["code"] == "model_timeout"
         thread = (await c.get("/threads/t-frz")).json()
-    # The partial reply stays, marked unfinished; it is not sent back as a finished turn.
-    assert thread["messages"][-1]["metadata"] == {"finishReason": "streaming"}
+    # The partial reply stays, marked as cut off by the failure; it is not sent back as a
+    # finished turn.
+    assert thread["messages"][-1]["metadata"] == {"finishReason": "error"}
     model.replies = [Reply(text="Fresh answer.")]
     async with srv.client() as c:
         _, frames = await collect(c, "POST", "/agents/chat", json=body(

@@ -1,7 +1,9 @@
-"""The framework hosts across restarts, each driven by its real package through a real
-``outlast serve``: an approval answered after a restart (and a later turn), and a
-SIGKILL mid-reply (the tool's side effect counted once, one answer, the cut reply never
-sent back to the model, on the resumed attempt or on a later turn)."""
+"""The framework hosts across restarts and failures, each driven by its real package
+through a real ``outlast serve``: an approval answered after a restart (and a later
+turn), a SIGKILL mid-reply (the tool's side effect counted once, one answer, the cut
+reply never sent back to the model, on the resumed attempt or on a later turn), and a
+model stream that breaks mid-reply (the run fails; the partial reply stays in the
+thread, marked, and never goes back to the model)."""
 
 from __future__ import annotations
 
@@ -129,3 +131,31 @@ async def test_sigkill_mid_reply_resumes_with_the_tool_run_once_and_one_answer(
     assert any("The one final answer." in str(m.get("content")) for m in later), later
     assert later[-1]["role"] == "user" and "thanks" in str(later[-1]["content"]), later
     assert_valid(events, FEATURES)
+
+
+@pytest.mark.parametrize("host", with_maf())
+async def test_a_reply_cut_off_by_a_failure_never_goes_back_to_the_model(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Host) -> None:
+    srv = start(server_factory, host, model, tmp_path / "tools.log",
+                data_dir=tmp_path / "data")
+    model.replies = [Reply(text=" ".join(f"word{i}" for i in range(40)), cut_after=12)]
+    async with srv.client() as c:
+        _, frames = await collect(c, "POST", f"/agents/{host.name}",
+                                  json=body("p-fail", "p-f1", "go"))
+        assert frames[-1].event["type"] == "RUN_ERROR", [f.event["type"] for f in frames]
+        assert (await c.get("/runs/p-f1")).json()["status"] == "failed"
+        model.replies = [Reply(text="A fresh answer.")]
+        _, more = await collect(c, "POST", f"/agents/{host.name}",
+                                json=body("p-fail", "p-f2", "try again"))
+        assert more[-1].event["type"] == "RUN_FINISHED", more[-1].event
+        thread = (await c.get("/threads/p-fail")).json()
+    # The partial reply is in the thread, marked as cut off by the failure ...
+    [cut] = [m for m in thread["messages"] if "word0" in str(m.get("content"))]
+    assert cut["role"] == "assistant" and cut["metadata"]["finishReason"] == "error", cut
+    assert thread["messages"][-1]["content"] == "A fresh answer."
+    # ... and the later turn sent the model both user messages, not the partial reply.
+    later = model.requests[-1]["messages"]
+    assert not any("word0" in str(m.get("content")) for m in later), later
+    said = [str(m.get("content")) for m in later if m["role"] == "user"]
+    assert any("go" in s for s in said) and "try again" in said[-1], later
+    assert_valid([f.event for f in frames], FEATURES)

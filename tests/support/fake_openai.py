@@ -48,6 +48,7 @@ class Reply:
     status: int = 200  # an error status answers `error_body` instead of a stream
     error_body: str = ""
     freeze_after: int | None = None  # stop sending (but keep the connection) after n chunks
+    cut_after: int | None = None  # drop the connection mid-stream after n chunks
     token_delay: float | None = None  # seconds between chunks (default: the server's)
     reasoning: str = ""  # streamed first as `reasoning_content` deltas (DeepSeek, vLLM)
 
@@ -148,6 +149,9 @@ class FakeOpenAI:
                 for n, c in enumerate(chunks):
                     if reply.freeze_after is not None and n >= reply.freeze_after:
                         await asyncio.sleep(3600)
+                    if reply.cut_after is not None and n >= reply.cut_after:
+                        # The body ends unfinished: the client sees a broken stream.
+                        raise ConnectionAbortedError("the model server dropped the stream")
                     if delay:
                         await asyncio.sleep(delay)
                     yield c

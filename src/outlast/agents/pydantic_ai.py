@@ -29,10 +29,12 @@ from ag_ui.core import RunAgentInput
 
 from outlast.agent import Agent, AgentError, Capabilities, RunContext, in_doubt
 from outlast.agents.resume import (
+    FAILED,
     answer_placeholder,
     finished,
     is_placeholder,
     mark_cut_off,
+    mark_reply,
     note_settled,
     owed_calls,
     settled_at,
@@ -172,9 +174,11 @@ class _Relay:
         self.unanswered: set[str] = set()
         self.interrupts: list[dict[str, Any]] = []
         self.result: Any = None
+        self.ended_reply: str | None = None  # the reply ended by the event just relayed
 
     async def send(self, event: dict[str, Any]) -> None:
         etype = event["type"]
+        ended, self.ended_reply = self.ended_reply, None
         if etype == "RUN_STARTED":
             return
         if etype == "RUN_FINISHED":
@@ -184,6 +188,10 @@ class _Relay:
             self.result = event.get("result")
             return
         if etype == "RUN_ERROR":
+            if ended is not None:
+                # The adapter ended the reply the failure cut off: marked, it is never
+                # sent back to the model (the engine marks a reply a failure left open).
+                await mark_reply(self.ctx, ended, FAILED)
             raise AgentError(str(event.get("message") or "the agent failed"),
                              code=str(event.get("code") or "agent_error"))
         if etype in OPENERS:
@@ -196,6 +204,8 @@ class _Relay:
                 self.unanswered.add(event["toolCallId"])
         elif etype in CLOSERS:
             self.open = max(0, self.open - 1)
+            if etype == "TEXT_MESSAGE_END":
+                self.ended_reply = event["messageId"]
         elif etype == "TOOL_CALL_RESULT":
             call = event["toolCallId"]
             self.unanswered.discard(call)

@@ -20,15 +20,17 @@ import json
 from typing import Any
 
 from outlast.agent import RunContext, ToolEffect, in_doubt
+from outlast.protocol.events import FAILED, FINISH
 
-FINISH = "finishReason"
-"""Message metadata key: how the model's turn that wrote the message ended."""
+__all__ = ["FAILED", "FINISH"]  # with the names below: the hosts' finish reasons
+
 STREAMING = "streaming"
 """Set when a reply starts; replaced by the real finish reason when it ends. A reply
 still marked so after a crash was cut off; a resumed attempt re-marks it ``interrupted``."""
 INTERRUPTED = "interrupted"
-UNFINISHED = frozenset({STREAMING, INTERRUPTED, "error"})
-"""Finish reasons of replies never sent back to the model as a finished turn."""
+UNFINISHED = frozenset({STREAMING, INTERRUPTED, FAILED})
+"""Finish reasons of replies never sent back to the model as a finished turn (a reply
+its run's failure cut off is marked ``FAILED`` by the engine)."""
 
 ENGINE_PLACEHOLDER = "result_"
 """The id prefix of the result the engine gives a call left open by a crashed attempt
@@ -43,8 +45,8 @@ def finish_of(message: dict[str, Any]) -> str | None:
 
 
 def unfinished(message: dict[str, Any]) -> bool:
-    """True for a reply that never finished (cut off by a crash, or by an error): it stays
-    in the thread and is never sent back to the model as a finished turn."""
+    """True for a reply that never finished (cut off by a crash, or by its run's failure):
+    it stays in the thread and is never sent back to the model as a finished turn."""
     return message.get("role") == "assistant" and finish_of(message) in UNFINISHED
 
 
@@ -90,11 +92,17 @@ async def mark_cut_off(ctx: RunContext, settled: int) -> str | None:
     cut = [m for m in tail[-1:] if m.get("role") == "assistant" and not m.get("toolCalls")]
     if not cut:
         return None
-    cut_id = cut[0].get("id")
+    cut_id = str(cut[0].get("id"))
+    await mark_reply(ctx, cut_id, INTERRUPTED)
+    return cut_id
+
+
+async def mark_reply(ctx: RunContext, message_id: str, finish: str) -> None:
+    """Mark the ended reply ``message_id`` with ``finish`` as its finish reason. An ended
+    message is never started again (G11): the mark comes in a ``MESSAGES_SNAPSHOT``."""
     await ctx.emit({"type": "MESSAGES_SNAPSHOT", "messages": [
-        dict(m, metadata={**(m.get("metadata") or {}), FINISH: INTERRUPTED})
-        if m.get("id") == cut_id else m for m in ctx.messages]})
-    return str(cut_id)
+        dict(m, metadata={**(m.get("metadata") or {}), FINISH: finish})
+        if m.get("id") == message_id else m for m in ctx.messages]})
 
 
 async def answer_placeholder(ctx: RunContext, call_id: str, content: Any) -> bool:

@@ -20,7 +20,7 @@ from outlast.engine.snapshots import Snapshots
 from outlast.engine.webhooks import owed
 from outlast.engine.writer import RunChannel, Writer
 from outlast.errors import LeaseLost, PayloadTooLarge
-from outlast.protocol.events import parse_time, run_finished
+from outlast.protocol.events import FAILED, FINISH, parse_time, run_finished
 from outlast.protocol.fold import ThreadFold
 from outlast.protocol.jsonutil import dumps
 from outlast.protocol.message_index import unanswered_tool_calls
@@ -134,12 +134,18 @@ class RunOutcome:
         await self._finish_failed(
             "agent_error", f"The agent failed unexpectedly ({type(exc).__name__}).")
 
-    async def _close_open(self, tool_result: str, awaiting: set[str] | None = None) -> None:
-        """Close constructs left open (cancel, failure, crash) so every stream still folds.
+    async def _close_open(self, tool_result: str, awaiting: set[str] | None = None,
+                          finish: str | None = None) -> None:
+        """Close constructs left open (cancel, failure, crash) so every stream still folds;
+        an assistant reply closed here says why in its ``finish`` reason, when given.
 
         Tool calls that a pending (or now raised) interrupt waits on keep no result:
         the continuation run answers them."""
         for event in self.fold.closing_events():
+            if finish is not None and event["type"] == "TEXT_MESSAGE_END":
+                message = self.fold.message(event["messageId"])
+                if message is not None and message.get("role") == "assistant":
+                    event["metadata"] = {FINISH: finish}
             await self._append(event)
         pending_tools = {i.get("toolCallId") for i in self.fold.interrupts} | (awaiting or set())
         for call_id in unanswered_tool_calls(self.fold.messages):
@@ -190,7 +196,9 @@ class RunOutcome:
             FinishWrite("cancelled", outcome=outcome))
 
     async def _finish_failed(self, code: str, message: str) -> None:
-        await self._close_open("The run failed before this tool returned.")
+        # A reply cut off by the failure is kept, never sent back to a model as a
+        # finished turn (agents.resume.finished).
+        await self._close_open("The run failed before this tool returned.", finish=FAILED)
         await self._end(
             [{"type": "RUN_ERROR", "message": message, "code": code}],
             FinishWrite("failed", error={"code": code, "message": message}))

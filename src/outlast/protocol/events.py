@@ -17,6 +17,12 @@ RESERVED = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"})
 
 PROTOCOL_VERSION = "1.0"
 
+FINISH = "finishReason"
+"""Message metadata key: how the model's turn that wrote a reply ended. Hosts set it;
+the engine sets ``FAILED`` on an assistant reply a failed run left open."""
+FAILED = "error"
+"""The finish reason of a reply cut off by its run's failure."""
+
 
 def now_ms() -> int:
     """An AG-UI timestamp: milliseconds since the epoch."""

@@ -34,7 +34,14 @@ from outlast.agent import (
 from outlast.agents.calls import approval
 from outlast.agents.openai.client import ModelClient
 from outlast.agents.openai.wire import CallPiece, Turn, Usage, to_openai, tool_spec
-from outlast.agents.resume import ENGINE_PLACEHOLDER, FINISH, INTERRUPTED, STREAMING, finish_of
+from outlast.agents.resume import (
+    ENGINE_PLACEHOLDER,
+    FINISH,
+    INTERRUPTED,
+    STREAMING,
+    finish_of,
+    unfinished,
+)
 
 log = logging.getLogger("outlast.agents.openai")
 
@@ -114,7 +121,7 @@ class ChatAgent(Agent):
                 results[str(m.get("toolCallId"))] = str(m.get("id"))
         owed = []
         for m in messages[start:]:
-            if m.get("role") != "assistant" or finish_of(m) in (STREAMING, INTERRUPTED):
+            if m.get("role") != "assistant" or unfinished(m):
                 continue
             for call in m.get("toolCalls") or ():
                 result_id = results.get(call["id"])
