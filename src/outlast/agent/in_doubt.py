@@ -45,15 +45,19 @@ __all__ = ["KIND", "RESPONSE_SCHEMA", "ToolEffect", "answer_for", "answer_proble
 SHOWN_ARGS = 300  # characters of the arguments quoted in the question's message
 
 
+def shown_args(args: Any) -> str:
+    """A call's arguments as a question quotes them: JSON (a value JSON has no form for
+    as its text), cut to ``SHOWN_ARGS`` characters."""
+    shown = json.dumps(args, ensure_ascii=False, default=str)
+    return shown if len(shown) <= SHOWN_ARGS else shown[:SHOWN_ARGS - 3] + "..."
+
+
 def question(run_id: str, effect: ToolEffect, attempt: int) -> dict[str, Any]:
     """The interrupt asking whether ``effect``, started by ``attempt``, happened."""
     digest = hashlib.sha256(f"{run_id}\0{effect.key}".encode()).hexdigest()[:24]
     what = effect.tool or effect.key
     if effect.args is not None:
-        shown = json.dumps(effect.args, ensure_ascii=False, default=str)
-        if len(shown) > SHOWN_ARGS:
-            shown = shown[:SHOWN_ARGS - 3] + "..."
-        what = f"{what}({shown})"
+        what = f"{what}({shown_args(effect.args)})"
     item: dict[str, Any] = {
         "id": f"in-doubt-{digest}", "reason": "confirmation",
         "message": f"{what} was running when the server running it stopped or lost its "

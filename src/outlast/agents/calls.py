@@ -9,14 +9,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from outlast.agent.in_doubt import SHOWN_ARGS
-
-
-def shown_args(args: Any) -> str:
-    """A call's arguments as a question quotes them: JSON, cut to ``SHOWN_ARGS``
-    characters."""
-    shown = json.dumps(args, ensure_ascii=False)
-    return shown if len(shown) <= SHOWN_ARGS else shown[:SHOWN_ARGS - 3] + "..."
+from outlast.agent.in_doubt import shown_args as shown_args  # quoted as questions quote
 
 
 def approval_schema(*, reason: bool = True, edits: bool = False) -> dict[str, Any]:
