@@ -45,9 +45,9 @@ from bench.loadclient import Record, proc_cpu, rounds
 
 CEILING = 8.5
 """The most the durable path's CPU per event may be of the bare path's (median of the
-rounds) before this bench fails: 6.1-8.4x a round measured at 4 runs of 20,000 events
-(medians 6.5-7.2, load average 14-16 on 2 cores) once a content delta took the one-pass
-path (7.3-9.9x, medians 7.3-7.7, before), plus the noise between rounds."""
+rounds) before this bench fails: a median of 7.1 on a quiet machine (4.5-7.8 a round)
+once SQLite bound a commit's construct, state and message rows as VALUES rows (8.4,
+6.6-9.0 a round, before), plus the noise between rounds."""
 
 DURABLE, FLOOR, BARE = "/agents/bench", "/bench/floor/bench", "/bench/agents/bench"
 BURST = 50
