@@ -20,7 +20,7 @@ commit is rarely larger (the writer shares about a thousand events a commit amon
 runs writing). Older commits are the log's: a subscriber at the live edge reads each
 commit before the next one comes (200 runs at a model's pace: no read of the log in
 about 45,000 reads of the feeds but each stream's first), and the 4 KB of them a feed
-kept took about 8 KB of every watched running run (docs/performance.md, "Memory per
+kept took about 7 KB of every watched running run (docs/performance.md, "Memory per
 watched running run")."""
 
 
