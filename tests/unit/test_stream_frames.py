@@ -7,7 +7,7 @@ import contextlib
 import json
 import time
 
-from outlast.engine.hub import CACHE_BYTES, CACHE_EVENTS, POKE_SECONDS, Hub, RunFeed
+from outlast.engine.hub import CACHE_EVENTS, POKE_SECONDS, Hub, RunFeed
 from outlast.http.frames import SSE_TEMPLATE, frame, frames_of, retry_preamble
 from outlast.http.streams import is_legacy, legacy_body
 from outlast.store.base import StoredEvent
@@ -67,36 +67,34 @@ def test_frames_and_the_database_template_spell_a_logged_event_alike() -> None:
     assert retry_preamble().startswith("retry: ") and retry_preamble().endswith("\n\n")
 
 
-def test_the_live_cache_stays_bounded_however_many_events_pass() -> None:
+def test_the_live_cache_holds_the_latest_commit_alone_however_many_events_pass() -> None:
     feed = RunFeed()
     total = CACHE_EVENTS * 20
     for seq in range(1, total + 1):
         feed.advance([stored(seq)], seq, False)
-    # Commits of one event each (a model's pace): older ones are kept up to the byte budget.
-    assert feed.cache_bytes <= CACHE_BYTES
-    assert feed.cache_bytes == sum(len(e.body) for e in feed.cache)
-    kept = len(feed.cache)
-    assert 0 < kept < CACHE_EVENTS
+    # Commits of one event each (a model's pace): the latest one is kept, nothing older.
+    assert [e.seq for e in feed.cache] == [total]
     assert feed.last_seq == total
-    # Recent events come from the cache; older ones are the log's job (None).
-    tail = feed.cached_after(total - 10, 1000)
-    assert tail is not None and [e.seq for e in tail] == list(range(total - 9, total + 1))
-    assert feed.cached_after(total - kept - 1, 10) is None
+    # A subscriber at the end of the previous commit reads the cache; one further
+    # behind reads the log (None).
+    assert [e.seq for e in feed.cached_after(total - 1, 1000) or []] == [total]
+    assert feed.cached_after(total - 2, 1000) is None
     # At the live edge the cache answers "nothing newer" itself: no read of the log.
     assert feed.cached_after(total, 10) == []
-    page = feed.cached_after(total - kept, 5)
-    assert page is not None and [e.seq for e in page] == list(range(total - kept + 1,
-                                                                    total - kept + 6))
+    feed.advance([stored(s) for s in range(total + 1, total + 11)], total + 10, False)
+    page = feed.cached_after(total + 2, 5)
+    assert page is not None and [e.seq for e in page] == list(range(total + 3, total + 8))
+    assert feed.cached_after(total - 1, 5) is None  # the previous commit is the log's
 
 
 def test_the_latest_commit_stays_cached_whole_up_to_the_count_limit() -> None:
     feed = RunFeed()
     feed.advance([stored(s) for s in range(1, 501)], 500, False)
-    assert len(feed.cache) == 500 and feed.cache_bytes > CACHE_BYTES  # subscribers at the edge
+    assert len(feed.cache) == 500  # subscribers at the edge
     feed.advance([stored(s) for s in range(501, 501 + CACHE_EVENTS * 2)],
                  500 + CACHE_EVENTS * 2, False)
     assert len(feed.cache) == CACHE_EVENTS
-    assert feed.cache[-1].seq == 500 + CACHE_EVENTS * 2
+    assert feed.cache[0].seq == 501 + CACHE_EVENTS and feed.cache[-1].seq == 500 + CACHE_EVENTS * 2
 
 
 def test_a_gap_in_published_events_restarts_the_cache() -> None:
