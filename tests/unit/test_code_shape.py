@@ -22,7 +22,7 @@ FUNCTION_LINES = 60
 
 # A number followed by a unit of time or a ratio: "12.1 µs", "40 ms", "3.4x", and the
 # same with a multiplication sign (U+00D7) for the x.
-MEASUREMENT = re.compile(r"\d(?:[\d,.]*\d)?\s*(?:µs|us|ms|x|\u00d7)(?!\w)")
+MEASUREMENT = re.compile(r"\d(?:[\d,.]*\d)?\s*(?:µs|us|ms|x|\u00d7|[KMG]B)(?!\w)")
 
 
 def sources() -> list[Path]:
@@ -84,7 +84,7 @@ def test_every_module_and_function_is_short_and_no_docstring_carries_a_measureme
     assert not problems, "\n".join(problems)
 
 
-SAMPLE = '''"""A batch of 32 took 15 ms; 1.5x faster than before."""
+SAMPLE = '''"""A batch of 32 took 15 ms; 1.5x faster than before, in 40 KB."""
 TIMEOUT_MS = 40  # seconds, not a figure: 40 is code
 DELAY = 0.2  # about 2\u00d7
 
@@ -106,6 +106,8 @@ def test_the_shape_check_names_file_line_and_length() -> None:
         "src/outlast/sample.py:1: '15 ms' is a measurement in a comment or docstring: "
         "move it to docs/performance.md and keep here why the code is so",
         "src/outlast/sample.py:1: '1.5x' is a measurement in a comment or docstring: "
+        "move it to docs/performance.md and keep here why the code is so",
+        "src/outlast/sample.py:1: '40 KB' is a measurement in a comment or docstring: "
         "move it to docs/performance.md and keep here why the code is so",
         "src/outlast/sample.py:3: '2\u00d7' is a measurement in a comment or docstring: "
         "move it to docs/performance.md and keep here why the code is so",

@@ -18,10 +18,9 @@ CACHE_EVENTS = 1024
 """A feed keeps its run's latest commit, up to this many events (the last ones): a run's
 commit is rarely larger (the writer shares about a thousand events a commit among the
 runs writing). Older commits are the log's: a subscriber at the live edge reads each
-commit before the next one comes (200 runs at a model's pace: no read of the log in
-about 45,000 reads of the feeds but each stream's first), and the 4 KB of them a feed
-kept took about 7 KB of every watched running run (docs/performance.md, "Memory per
-watched running run")."""
+commit before the next one comes, so the older commits a feed once kept were read by
+nobody yet held in every watched running run (docs/performance.md, "Memory per watched
+running run")."""
 
 
 POKE_SECONDS = 1.0
