@@ -12,7 +12,8 @@ import asyncio
 import re
 import time
 from collections import Counter
-from contextlib import suppress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,14 +51,40 @@ class Service:
         return Counter(int(line.split()[1]) for line in lines if line.split()[0] == run_id)
 
 
-@pytest.fixture
-async def service(server_factory: Any, pg_url: str, tmp_path: Path) -> Any:
-    workspace = tmp_path / "workspace"
-    args = ("--store", pg_url, "--demo-workspace", str(workspace), "--lease-ttl", "2",
+def service_args(pg_url: str, workspace: Path) -> tuple[str, ...]:
+    return ("--store", pg_url, "--demo-workspace", str(workspace), "--lease-ttl", "2",
             "--keepalive", "2")
-    svc = Service(server_factory(*args), server_factory(*args), workspace)
+
+
+@pytest.fixture(scope="module")
+def shared_processes(module_server_factory: Any, pg_cluster: Any,
+                     tmp_path_factory: pytest.TempPathFactory) -> Service:
+    """A and B for the tests that neither stop nor kill them: each test its own thread and
+    run ids, and every run it starts finished before it ends."""
+    workspace = tmp_path_factory.mktemp("workspace")
+    args = service_args(pg_cluster.fresh_database(), workspace)
+    return Service(module_server_factory(*args), module_server_factory(*args), workspace)
+
+
+@asynccontextmanager
+async def clients_of(svc: Service) -> AsyncIterator[Service]:
     async with svc.a.client() as ca, svc.b.client() as cb:
         svc.clients = {"a": ca, "b": cb}
+        yield svc
+
+
+@pytest.fixture
+async def service(shared_processes: Service) -> Any:
+    async with clients_of(shared_processes) as svc:
+        yield svc
+
+
+@pytest.fixture
+async def own_service(server_factory: Any, pg_url: str, tmp_path: Path) -> Any:
+    """A and B of the test's own, for a test that kills one of them."""
+    args = service_args(pg_url, tmp_path / "workspace")
+    async with clients_of(Service(server_factory(*args), server_factory(*args),
+                                  tmp_path / "workspace")) as svc:
         yield svc
 
 
@@ -315,8 +342,8 @@ async def test_an_interrupt_raised_on_a_is_answered_on_b(service: Service) -> No
 
 
 async def test_a_sigkilled_process_run_is_finished_by_the_other_exactly_once(
-        service: Service) -> None:
-    svc = service
+        own_service: Service) -> None:
+    svc = own_service
     steps = 6
     body = demo_input(uid("th"), uid("run"), steps=steps, step_delay_ms=400)
     stream = Reader().start(svc.ca, "POST", "/agents/demo", json=body)

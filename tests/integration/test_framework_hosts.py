@@ -8,8 +8,8 @@ seq), cancel reaching the model request, and a model error; every stream checked
 the independent AG-UI validator. Then what only one host has: a malformed answer
 (Pydantic AI), a handoff (OpenAI Agents SDK).
 
-Across restarts: test_framework_hosts_restarts.py; a tool cut off by a crash:
-test_framework_hosts_in_doubt.py."""
+Across restarts: test_framework_hosts_restarts.py and test_framework_hosts_sigkill.py; a
+tool cut off by a crash: test_framework_hosts_in_doubt.py."""
 
 from __future__ import annotations
 

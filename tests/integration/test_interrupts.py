@@ -25,9 +25,12 @@ from tests.support.server import Frame, ServerProcess, collect, demo_input
 RECORD_FIELDS = ("status", "runId", "answeredBy", "answeredAt", "resolution")
 
 
-@pytest.fixture
-def server(server_factory: Any) -> ServerProcess:
-    return server_factory("--keepalive", "2", "--agent", ASK_AGENT, env=AGENT_ENV)  # type: ignore[no-any-return]
+@pytest.fixture(scope="module")
+def server(module_server_factory: Any) -> ServerProcess:
+    """One server for the module's tests, each with its own thread and run ids (the restart
+    test starts servers of its own)."""
+    return module_server_factory(  # type: ignore[no-any-return]
+        "--keepalive", "2", "--agent", ASK_AGENT, env=AGENT_ENV)
 
 
 def wire(interrupt: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,10 @@
 """The Python client (spec §7) against a real server: every method, every error code it
 can meet, and streams that resume across connections cut at random. The async and the
-blocking client pass the same tests."""
+blocking client pass the same tests.
+
+The tests share one server (each its own thread and run ids) but for the pagination
+test, which lists every thread of its server, and the token test, whose server
+asks for tokens."""
 
 from __future__ import annotations
 
@@ -35,9 +39,9 @@ async def raises(code: str, status: int | None, call: Any) -> OutlastError:
 
 
 async def test_a_run_from_admission_to_its_answered_continuation(
-        server: ServerProcess, client: httpx.AsyncClient, kind: str) -> None:
+        module_server: ServerProcess, client: httpx.AsyncClient, kind: str) -> None:
     thread, run = uid("t"), uid("r")
-    async with open_client(kind, server.url) as c:
+    async with open_client(kind, module_server.url) as c:
         handle = await c.call("run", "demo", demo_input(thread, run, **APPROVAL_RUN))
         assert handle == RunHandle(run, thread, replayed=False)
         again = await c.call("run", "demo", demo_input(thread, run, **APPROVAL_RUN))
@@ -72,9 +76,9 @@ async def test_a_run_from_admission_to_its_answered_continuation(
 
 
 async def test_events_of_a_finished_run_end_with_its_final_event_once(
-        server: ServerProcess, kind: str) -> None:
+        module_server: ServerProcess, kind: str) -> None:
     thread, run = uid("t"), uid("r")
-    async with open_client(kind, server.url) as c:
+    async with open_client(kind, module_server.url) as c:
         await c.call("run", "demo", demo_input(thread, run, steps=1))
         record = await c.call("wait", run)
         last = record.last_seq
@@ -87,9 +91,10 @@ async def test_events_of_a_finished_run_end_with_its_final_event_once(
         assert [s for s, _ in middle] == list(range(4, last + 1))
 
 
-async def test_cancel_stops_a_run_and_is_idempotent(server: ServerProcess, kind: str) -> None:
+async def test_cancel_stops_a_run_and_is_idempotent(
+        module_server: ServerProcess, kind: str) -> None:
     thread, run = uid("t"), uid("r")
-    async with open_client(kind, server.url) as c:
+    async with open_client(kind, module_server.url) as c:
         await c.call("run", "demo", demo_input(thread, run, steps=5, step_delay_ms=2000))
         record = await c.call("cancel", run, wait=True)
         assert record.status == "cancelled"
@@ -116,8 +121,8 @@ async def test_threads_follow_the_pagination_cursor(
 
 
 async def test_events_resume_across_connections_cut_at_random(
-        server: ServerProcess, client: httpx.AsyncClient, kind: str) -> None:
-    port = int(server.url.rsplit(":", 1)[1])
+        module_server: ServerProcess, client: httpx.AsyncClient, kind: str) -> None:
+    port = int(module_server.url.rsplit(":", 1)[1])
     proxy = CuttingProxy(port, min_bytes=400, max_bytes=3000, seed=1 if kind == "sync" else 2)
     proxy.start()
     try:
@@ -139,10 +144,10 @@ async def test_events_resume_across_connections_cut_at_random(
 
 
 async def test_every_refusal_carries_the_service_error_code(
-        server: ServerProcess, kind: str) -> None:
-    async with open_client(kind, server.url) as c:
-        await refusals(c, server)
-    async with open_client(kind, server.url + "/no/such/prefix") as c:
+        module_server: ServerProcess, kind: str) -> None:
+    async with open_client(kind, module_server.url) as c:
+        await refusals(c, module_server)
+    async with open_client(kind, module_server.url + "/no/such/prefix") as c:
         await raises("not_found", 404, c.call("threads"))
     async with open_client(kind, "http://127.0.0.1:9", retry_for=0.3) as c:
         err = await raises("unreachable", None, c.call("threads"))
@@ -195,9 +200,9 @@ async def test_a_token_is_required_when_tokens_are_configured(
         assert await c.call("threads") == []
 
 
-async def test_fork_branches_a_thread(server: ServerProcess, kind: str) -> None:
+async def test_fork_branches_a_thread(module_server: ServerProcess, kind: str) -> None:
     thread = uid("t")
-    async with open_client(kind, server.url) as c:
+    async with open_client(kind, module_server.url) as c:
         await c.call("run", "demo", demo_input(thread, uid("r"), steps=1))
         await c.call("wait", (await c.call("runs", thread))[0].run_id)
         original = await c.call("thread", thread)
