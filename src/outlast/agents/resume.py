@@ -20,9 +20,8 @@ import json
 from typing import Any
 
 from outlast.agent import RunContext, ToolEffect, in_doubt
-from outlast.protocol.events import FAILED, FINISH
-
-__all__ = ["FAILED", "FINISH"]  # with the names below: the hosts' finish reasons
+from outlast.protocol.events import FAILED as FAILED  # the hosts' finish reasons, with
+from outlast.protocol.events import FINISH as FINISH  # those below
 
 STREAMING = "streaming"
 """Set when a reply starts; replaced by the real finish reason when it ends. A reply
