@@ -309,6 +309,7 @@ class DemoAgent(Agent):
     async def _execute(self, ctx: RunContext, knobs: Knobs, step: int, tool: str,
                        call_id: str, args: dict[str, Any]) -> str:
         line_prefix = f"{ctx.run_id} {step} "
+        shown = json.dumps(args, sort_keys=True)  # a recovered result names its args too
 
         async def run_tool() -> str:
             line = f"{line_prefix}{call_id}\n"
@@ -317,14 +318,14 @@ class DemoAgent(Agent):
             else:
                 await asyncio.sleep(knobs.step_delay_ms / 1000)
                 await asyncio.to_thread(self._record, line)
-            return f"{tool} finished step {step} with {json.dumps(args, sort_keys=True)}"
+            return f"{tool} finished step {step} with {shown}"
 
         async def reconcile() -> Any:
             # The effect is checkable from outside: its line is either there or not.
             if self.effects_log.exists():
                 for line in self.effects_log.read_text("utf-8").splitlines():
                     if line.startswith(line_prefix):
-                        return f"{tool} finished step {step} (recovered)"
+                        return f"{tool} finished step {step} with {shown} (recovered)"
             return NOT_DONE
 
         result = await ctx.effect(
