@@ -43,6 +43,10 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
     if [ "${CI:-}" = "true" ]; then exit 1; fi
 fi
 
+# The suite starts hundreds of Python processes (servers, CLI calls, examples): with
+# bytecode caching off in the environment, each would compile outlast's modules anew.
+unset PYTHONDONTWRITEBYTECODE
+
 # Three workers, each taking whole test files (their module-scoped servers stay within
 # one worker): most tests wait on processes, clocks and sockets, so three keep the 2
 # cores busy. `-n 0` runs the suite serially.
