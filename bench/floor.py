@@ -110,6 +110,13 @@ class FloorWriter:
         if self._task is None:
             self._task = asyncio.create_task(self._loop())
 
+    def close(self) -> None:
+        """Stop committing (what is queued stays uncommitted) and close the file."""
+        if self._task is not None:
+            self._task.cancel()
+        self._pool.shutdown(wait=True)
+        self._db.close()
+
     def _commit(self, rows: list[tuple[int, int, int, str]]) -> None:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
