@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+import random
 from typing import Any
 
+import jsonpatch
 import pytest
 from ag_ui import core
 from pydantic import TypeAdapter
 
 from outlast.protocol.chunks import ChunkError, ChunkExpander, expand_chunks
 from outlast.protocol.fold import ThreadFold, fold_events
-from outlast.protocol.jsonutil import PATCH_ERRORS, apply_json_patch, clone_json
+from outlast.protocol.jsonutil import (
+    _NOT_PLAIN,
+    PATCH_ERRORS,
+    _plain_patch,
+    apply_json_patch,
+    clone_json,
+)
 
 Event = dict[str, Any]
 
@@ -276,6 +285,50 @@ def test_json_patch_copies_paths_instead_of_mutating() -> None:
             doc, [{"op": "remove", "path": "/a/b/0"}, {"op": "test", "path": "/a/b/0", "value": 9}]
         )
     assert doc == before
+
+
+def _document(rng: random.Random, depth: int = 0) -> Any:
+    if depth > 2 or rng.random() < 0.3:
+        return rng.choice([0, 1, "s", None, True, 2.5])
+    if rng.random() < 0.5:
+        return [_document(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice("abc"): _document(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+PARTS = ["a", "b", "c", "0", "1", "2", "3", "01", "-", "", "~0", "~1", "x"]
+
+
+def test_the_plain_patch_path_agrees_with_jsonpatch() -> None:
+    """Adds, replaces and removes at plain paths are applied without ``jsonpatch`` (the
+    common state delta); whatever they are applied to, the result, or the refusal, is
+    ``jsonpatch``'s, and the document is never changed."""
+    rng = random.Random(3)
+    plain = 0
+    for _ in range(5000):
+        doc = {"a": _document(rng), "b": _document(rng)}
+        before = copy.deepcopy(doc)
+        ops = []
+        for _ in range(rng.randint(1, 3)):
+            kind = rng.choice(["add", "replace", "remove", "add", "replace", "test"])
+            op: dict[str, Any] = {"op": kind, "path": "/" + "/".join(
+                rng.choice(PARTS) for _ in range(rng.randint(1, 3)))}
+            if kind != "remove":
+                op["value"] = _document(rng, 1)
+            ops.append(op)
+        try:
+            expected: Any = jsonpatch.apply_patch(copy.deepcopy(doc), ops)
+        except PATCH_ERRORS as exc:
+            expected = type(exc)
+        try:
+            got: Any = apply_json_patch(doc, ops)
+        except PATCH_ERRORS as exc:
+            got = type(exc)
+        assert doc == before, ops
+        assert (got is expected) if isinstance(expected, type) else (got == expected), \
+            (before, ops, got, expected)
+        if _plain_patch(before, ops) is not _NOT_PLAIN:
+            plain += 1
+    assert plain > 200  # and the plain path is taken (where every step of a path exists)
 
 
 def test_state_delta_leaves_earlier_state_values_intact() -> None:

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from outlast.protocol.verify import FLAT, MODELS, ProtocolViolation, check_schema, flat_ok
+from outlast.protocol.verify import (
+    FLAT,
+    MODELS,
+    ProtocolViolation,
+    check_schema,
+    flat_ok,
+    patch_ok,
+)
 
 # Values of every JSON shape, and the ones a fast path gets wrong most easily.
 VALUES: list[Any] = [
@@ -93,3 +100,50 @@ def test_what_the_model_alone_accepts_still_passes() -> None:
     event = {"type": "TEXT_MESSAGE_CONTENT", "message_id": "m", "delta": "x", "extra": 1}
     assert not flat_ok(FLAT["TEXT_MESSAGE_CONTENT"], event)
     check_schema(event)
+
+
+POINTERS = ["", "/", "/a", "/a/b", "/a/0", "/a~0b", "/a~1b", "/a~2", "a", "/a/~", "~1",
+            "/todos/3/status", "/x\n", "/é"]
+
+
+def test_the_state_delta_fast_path_accepts_only_what_the_model_accepts() -> None:
+    rng = random.Random(7)
+    fast = 0
+    for _ in range(4000):
+        delta: Any = []
+        for _ in range(rng.randint(0, 3)):
+            operation: dict[Any, Any] = {}
+            if rng.random() < 0.95:
+                operation["op"] = rng.choice(["add", "replace", "remove", "test", "move",
+                                              "copy", "bogus", 1, ["add"], None])
+            if rng.random() < 0.9:
+                operation["path"] = rng.choice(POINTERS) if rng.random() < 0.8 \
+                    else rng.choice(VALUES)
+            if rng.random() < 0.7:
+                operation["value"] = rng.choice(VALUES)
+            if rng.random() < 0.1:
+                operation[rng.choice(["from", "extra", 1])] = rng.choice(POINTERS)
+            delta.append(operation if rng.random() < 0.95 else rng.choice(VALUES))
+        event: dict[str, Any] = {"type": "STATE_DELTA"}
+        if rng.random() < 0.95:
+            event["delta"] = delta if rng.random() < 0.9 else rng.choice(VALUES)
+        if rng.random() < 0.3:
+            event["timestamp"] = rng.choice(VALUES)
+        if rng.random() < 0.05:
+            event[rng.choice(["extra", "rawEvent", "raw_event"])] = rng.choice(VALUES)
+        if patch_ok(event):
+            fast += 1
+            assert model_accepts("STATE_DELTA", event), event
+    assert fast > 500
+    # The shape agents send takes it.
+    assert patch_ok({"type": "STATE_DELTA", "timestamp": 1_700_000_000_000, "delta": [
+        {"op": "replace", "path": "/todos/0/status", "value": "done"},
+        {"op": "add", "path": "/log/-", "value": {"at": 1}}, {"op": "remove", "path": "/x"}]})
+
+
+def test_a_state_delta_the_fast_path_refuses_is_worded_by_the_model() -> None:
+    event = {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "todos", "value": 1}]}
+    assert not patch_ok(event)
+    with pytest.raises(ProtocolViolation) as caught:
+        check_schema(event)
+    assert "delta" in caught.value.rule and caught.value.event_type == "STATE_DELTA"

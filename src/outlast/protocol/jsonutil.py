@@ -71,6 +71,9 @@ def apply_json_patch(document: Any, operations: Any) -> Any:
     """
     if not isinstance(operations, list):
         raise TypeError("a JSON Patch is a list of operations")
+    plain = _plain_patch(document, operations)
+    if plain is not _NOT_PLAIN:
+        return plain
     # Cloned so that values added to the document never alias the event.
     operations = clone_json(operations)
     owned: set[int] = set()  # id() of containers copied for this patch
@@ -83,6 +86,77 @@ def apply_json_patch(document: Any, operations: Any) -> Any:
             document = _own_path(document, source.parts, owned)
         document = step.apply(document)
     return document
+
+
+_NOT_PLAIN = object()
+_PLAIN_OPS = frozenset({"add", "replace", "remove"})
+
+
+def _index(part: str, size: int) -> int | None:
+    """``part`` as an index of a list of ``size`` (RFC 6901: no leading zeros), or None."""
+    if part == "0" or (part[:1] in "123456789" and part.isascii() and part.isdigit()):
+        index = int(part)
+        return index if index < size else None
+    return None
+
+
+def _plain_patch(document: Any, operations: list[Any]) -> Any:
+    """The common patch (``add``, ``replace`` or ``remove`` at a path of plain keys and
+    indexes, every step of it present) applied by path copying, as ``jsonpatch`` would
+    apply it; ``_NOT_PLAIN`` for anything else (which ``jsonpatch`` then applies, or
+    refuses with its own error), ``document`` untouched either way."""
+    owned: set[int] = set()
+    root = document
+    for operation in operations:
+        if type(operation) is not dict:
+            return _NOT_PLAIN
+        kind, path = operation.get("op"), operation.get("path")
+        if kind not in _PLAIN_OPS or type(path) is not str or path[:1] != "/" \
+                or "~" in path or (kind != "remove" and "value" not in operation):
+            return _NOT_PLAIN
+        if type(root) not in (dict, list):
+            return _NOT_PLAIN
+        if id(root) not in owned:
+            root = root.copy()
+            owned.add(id(root))
+        node: Any = root
+        *steps, last = path[1:].split("/")
+        for part in steps:
+            key: Any = part if type(node) is dict else _index(part, len(node))
+            if key is None or (type(node) is dict and part not in node):
+                return _NOT_PLAIN
+            child = node[key]
+            if type(child) not in (dict, list):
+                return _NOT_PLAIN
+            if id(child) not in owned:
+                child = child.copy()
+                owned.add(id(child))
+                node[key] = child
+            node = child
+        value = clone_json(operation["value"]) if kind != "remove" else None
+        if type(node) is dict:
+            if kind == "add":
+                node[last] = value
+            elif last not in node:
+                return _NOT_PLAIN
+            elif kind == "replace":
+                node[last] = value
+            else:
+                del node[last]
+            continue
+        if kind == "add" and last == "-":
+            node.append(value)
+            continue
+        index = _index(last, len(node) + (kind == "add"))
+        if index is None:
+            return _NOT_PLAIN
+        if kind == "add":
+            node.insert(index, value)
+        elif kind == "replace":
+            node[index] = value
+        else:
+            del node[index]
+    return root
 
 
 def _operation(operation: Any) -> jsonpatch.PatchOperation:

@@ -11,6 +11,7 @@ event type; the caller stores nothing.
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -171,6 +172,37 @@ def flat_ok(flat: Flat, event: Event) -> bool:
     return True
 
 
+_POINTER = re.compile(r"(/([^/~]|~[01])*)*")  # the model's JsonPointer pattern
+_TIMESTAMP = FLAT["TEXT_MESSAGE_CONTENT"].others["timestamp"]  # every event's, alike
+_STATE_DELTA_KEYS = frozenset({"type", "delta", "timestamp"})
+_VALUED = frozenset({"op", "path", "value"})
+_PATCH_KEYS = {"add": _VALUED, "replace": _VALUED, "test": _VALUED,
+               "remove": frozenset({"op", "path"})}
+
+
+def patch_ok(event: Event) -> bool:
+    """True if a ``STATE_DELTA`` fits its model as the common patch does (operations of
+    exactly their own keys, pointers the model's pattern accepts, the type, the delta and
+    a timestamp at most); False means "ask the model", as ``flat_ok``."""
+    if not _STATE_DELTA_KEYS.issuperset(event) or "delta" not in event:
+        return False
+    if "timestamp" in event and not _kind_ok(*_TIMESTAMP, event["timestamp"]):
+        return False
+    delta = event["delta"]
+    if type(delta) is not list:
+        return False
+    for operation in delta:
+        if type(operation) is not dict:
+            return False
+        op = operation.get("op")
+        keys = _PATCH_KEYS.get(op) if type(op) is str else None
+        path = operation.get("path")
+        if keys is None or len(operation) != len(keys) or not keys.issuperset(operation) \
+                or type(path) is not str or _POINTER.fullmatch(path) is None:
+            return False
+    return True
+
+
 # The deltas (most of what an agent emits): the kind of construct each needs open and
 # the field naming it.
 _DELTAS = {"TEXT_MESSAGE_CONTENT": ("text", "messageId"), "TOOL_CALL_ARGS": ("tool", "toolCallId"),
@@ -209,6 +241,8 @@ def check_schema(event: Event) -> None:
         raise ProtocolViolation("not an AG-UI event type", repr(etype))
     flat = FLAT.get(str(etype))
     if flat is not None and flat_ok(flat, event):
+        return
+    if etype == "STATE_DELTA" and patch_ok(event):
         return
     try:
         validator.validate_python(event)
