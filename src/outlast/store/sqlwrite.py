@@ -59,6 +59,26 @@ def state_rows(w: RunWrite) -> list[list[Any]]:
     return rows
 
 
+def construct_rows(live: list[RunWrite]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The construct index's rows of a commit: those it opened, ``[rid, seq, ord, ckey,
+    body, closed_seq]`` each, where a construct the same commit also closed is written
+    closed (most are, when an agent emits in bursts: no update, no entry in the index of
+    open constructs); and the closes of constructs opened before, ``[rid, seq, ckey]``."""
+    opened: list[list[Any]] = []
+    closed: list[list[Any]] = []
+    for w in live:
+        open_here: dict[str, list[Any]] = {}  # ckey -> its row opened in this commit
+        for seq, o, k, b in w.constructs:
+            if b is not None:
+                open_here[k] = row = [w.rid, seq, o, k, b, None]
+                opened.append(row)
+            elif (row := open_here.pop(k, None)) is not None:
+                row[5] = seq  # the first close of its key after it opened
+            else:
+                closed.append([w.rid, seq, k])
+    return opened, closed
+
+
 async def write_batch(c: Conn, batch: list[RunWrite], now: float,
                       known: set[tuple[int, str, int]] | None = None) -> set[int]:
     """Write one commit; returns the rids fenced off (written nothing). ``known``: the
@@ -69,11 +89,9 @@ async def write_batch(c: Conn, batch: list[RunWrite], now: float,
     events = [(w.rid, s, 1 if b else 0, body) for w in live for s, b, body in w.events]
     if events:
         await c.rows("events_insert_batch", events)
-    opened = [[w.rid, seq, o, k, b] for w in live for seq, o, k, b in w.constructs
-              if b is not None]
+    opened, closed = construct_rows(live)
     if opened:
         await c.rows("constructs_open_batch", opened)
-    closed = [[w.rid, seq, k] for w in live for seq, _, k, b in w.constructs if b is None]
     if closed:
         await c.rows("constructs_close_batch", closed)
     states = [row for w in live for row in state_rows(w)]

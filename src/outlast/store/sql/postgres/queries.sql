@@ -219,9 +219,10 @@ FROM jsonb_array_elements(:rows::jsonb) AS x;
 
 -- name: constructs_open_batch
 -- Index the constructs a commit's events opened: :rows is a JSON array of
--- [rid, seq, ord, ckey, body].
-INSERT INTO constructs (rid, opened_seq, ord, ckey, body)
-SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::int, x->>3, x->>4
+-- [rid, seq, ord, ckey, body, closed_seq] (closed_seq when the same commit closed it,
+-- else null).
+INSERT INTO constructs (rid, opened_seq, ord, ckey, body, closed_seq)
+SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::int, x->>3, x->>4, (x->>5)::bigint
 FROM jsonb_array_elements(:rows::jsonb) AS x;
 
 -- name: constructs_close_batch

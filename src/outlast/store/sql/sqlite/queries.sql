@@ -193,9 +193,10 @@ INSERT INTO events (rid, seq, boundary, body) VALUES (?, ?, ?, ?);
 INSERT INTO run_states (rid, seq, upto, body) VALUES (?, ?, ?, ?);
 
 -- name: constructs_open_batch
--- Index the constructs a commit's events opened, [rid, seq, ord, ckey, body] each
--- (Conn.rows).
-INSERT INTO constructs (rid, opened_seq, ord, ckey, body) VALUES (?, ?, ?, ?, ?);
+-- Index the constructs a commit's events opened, [rid, seq, ord, ckey, body, closed_seq]
+-- each (Conn.rows; closed_seq when the same commit closed it, else null).
+INSERT INTO constructs (rid, opened_seq, ord, ckey, body, closed_seq)
+VALUES (?, ?, ?, ?, ?, ?);
 
 -- name: constructs_close_batch
 -- Close the constructs a commit's events closed, [rid, seq, ckey] each (Conn.rows, in
