@@ -70,10 +70,11 @@ def construct_rows(live: list[RunWrite]) -> tuple[list[list[Any]], list[list[Any
         open_here: dict[str, list[Any]] = {}  # ckey -> its row opened in this commit
         for seq, o, k, b in w.constructs:
             if b is not None:
-                open_here[k] = row = [w.rid, seq, o, k, b, None]
+                row: list[Any] = [w.rid, seq, o, k, b, None]
+                open_here[k] = row
                 opened.append(row)
-            elif (row := open_here.pop(k, None)) is not None:
-                row[5] = seq  # the first close of its key after it opened
+            elif k in open_here:
+                open_here.pop(k)[5] = seq  # the first close of its key after it opened
             else:
                 closed.append([w.rid, seq, k])
     return opened, closed
