@@ -66,6 +66,8 @@ class RunExecution(RunOutcome):
         self.channel = services.writer.channel(
             run.rid, run.tid, run.id, run.attempts, services.instance, run.last_seq)
         self.channel.on_fenced = self._on_fenced
+        self._writer = services.writer  # read per event: no attribute chain
+        self._max_event_bytes = services.settings.max_event_bytes
         self.snapshots = Snapshots(services.writer, self.channel, services.settings,
                                    services.on_snapshot, thread_id=run.thread_id,
                                    run_id=run.id)
@@ -116,8 +118,8 @@ class RunExecution(RunOutcome):
         if self.violation is not None:
             raise self.violation  # the run is failing: nothing more from this agent
         if type(event) is dict and self._append_delta(event):
-            if self.services.writer.over_high_water(self.channel):
-                await self.services.writer.make_room(self.channel)
+            if self._writer.over_high_water(self.channel):
+                await self._writer.make_room(self.channel)
             return
         try:
             if isinstance(event, dict):  # first: the common case, and a cheap test
@@ -142,16 +144,17 @@ class RunExecution(RunOutcome):
         would, minus what cannot apply to it (no opener, no state, no boundary, no
         construct opened or closed). False, with nothing done, for any other event."""
         key = delta_key(event)
-        if key is None or not self.fold.continues(key) or self.channel.fenced:
+        fold = self.fold
+        if key is None or not fold.continues(key) or self.channel.fenced:
             return False
         data = event if "timestamp" in event else {**event, "timestamp": now_ms()}
         body = dumps(data)
         size = len(body) if body.isascii() else len(body.encode())
-        if size > self.services.settings.max_event_bytes:
+        if size > self._max_event_bytes:
             return False  # refused the general way
-        self.fold.apply(data)
+        fold.apply_delta(data)
         self.seq += 1
-        self.services.writer.append(self.channel, self.seq, False, body)
+        self._writer.append(self.channel, self.seq, False, body)
         self.snapshots.pending = None  # inside an open construct: no boundary
         return True
 

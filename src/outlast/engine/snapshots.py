@@ -86,7 +86,7 @@ class Snapshots:
             self.positions = {m["id"]: float(i + 1) for i, m in enumerate(messages)}
             upserts = [(m["id"], self.positions[m["id"]], dumps(m)) for m in messages]
         else:
-            for index, message in sorted(changes.upserts, key=lambda u: u[0]):
+            for index, message in changes.upserts:  # in the order of the messages
                 mid = message["id"]
                 pos = self.positions.get(mid)
                 if pos is None:
@@ -96,7 +96,9 @@ class Snapshots:
                     pos = before + 1.0 if after is None else (before + after) / 2
                     self.positions[mid] = pos
                 upserts.append((mid, pos, dumps(message)))
-        session = dumps(self.session_state)
+        # An agent edits its session state in place: only its encoding tells a change.
+        session = dumps(self.session_state) if self.session_state or \
+            self._saved_session != "{}" else "{}"
         session_json = None if session == self._saved_session else session
         self._saved_session = session
         return SnapshotWrite(

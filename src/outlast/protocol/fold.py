@@ -45,7 +45,7 @@ Event = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(slots=True)
 class FoldChanges:
     """What changed in a ThreadFold since the previous ``take_changes()``."""
 
@@ -107,6 +107,11 @@ class ThreadFold(MessageIndex):
             handler = _HANDLERS.get(ev["type"])
             if handler is not None:
                 handler(self, ev, chunked)
+
+    def apply_delta(self, event: dict[str, Any]) -> None:
+        """``apply`` for a content delta of a construct that ``continues``: its handler
+        alone, as ``apply`` would call it."""
+        _HANDLERS[event["type"]](self, event, False)
 
     @property
     def at_boundary(self) -> bool:

@@ -196,11 +196,14 @@ class MessageIndex:
             index = pos.get(key)
             if index is not None and messages[index] is message:  # still in the list
                 upserts.append((index, message))
-        upserts.sort(key=lambda item: item[0])
-        removed = sorted(i for i in self._removed if i not in self._by_id)
+        if len(upserts) > 1:
+            upserts.sort(key=lambda item: item[0])
+        removed: list[str] = []
+        if self._removed:
+            removed = sorted(i for i in self._removed if i not in self._by_id)
+            self._removed = set()
         reordered = self._reordered
         self._dirty = {}
-        self._removed = set()
         self._reordered = False
         return upserts, removed, reordered
 
