@@ -20,17 +20,16 @@ import math
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from pydantic import ValidationError
 
-from outlast.cli.options import explain
-from outlast.cli.startup import StartupError, one_line, store_for, store_problem
+from outlast.cli.options import StartupError, explain, one_line
 from outlast.config import Settings, option
-from outlast.engine import retention
-from outlast.store.base import Freed
-from outlast.store.sqlite import DataDirLocked
+
+if TYPE_CHECKING:
+    from outlast.store.base import Freed
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 
@@ -117,6 +116,12 @@ def _through_server(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _direct(ns: argparse.Namespace) -> dict[str, Any]:
+    # The store and the engine's retention, only for this way (every other command of the
+    # CLI starts without them).
+    from outlast.cli.startup import store_for, store_problem
+    from outlast.engine import retention
+    from outlast.store.sqlite import DataDirLocked
+
     given: dict[str, Any] = {}
     if ns.data_dir is not None:
         given["data_dir"] = ns.data_dir

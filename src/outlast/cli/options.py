@@ -35,6 +35,15 @@ def settings_from(ns: argparse.Namespace) -> Settings:
     return Settings(**given)
 
 
+class StartupError(Exception):
+    """A startup mistake; its message is the whole line the person reads."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def explain(exc: ValidationError) -> str:
     """One line: each refused value with its flag, its variable and what is allowed."""
     problems = []

@@ -19,8 +19,8 @@ from fastapi import FastAPI
 
 from outlast import logs
 from outlast.agent import Agent
+from outlast.cli.options import StartupError
 from outlast.cli.startup import (
-    StartupError,
     bind,
     is_loopback,
     load_agents,

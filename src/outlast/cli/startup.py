@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
 from outlast.agents.kinds import FactoryFailed, NotAnAgent, agent_of
+from outlast.cli.options import StartupError, one_line
 from outlast.config import Settings, load_target, option
 from outlast.errors import MissingDependency
 from outlast.store import Store, open_store
@@ -23,15 +24,6 @@ log = logging.getLogger("outlast")
 
 # Open files beyond the connections: the store, the listening socket, agents' files.
 SPARE_FILES = 256
-
-
-class StartupError(Exception):
-    """A startup mistake; its message is the whole line the person reads."""
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def is_loopback(host: str) -> bool:
