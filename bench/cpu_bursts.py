@@ -22,7 +22,14 @@ the append, boundary snapshots, the writer's loop) and the whole process's (the
 SQLite thread's commits too).
 
     python -m bench.cpu_bursts [--quick] [--runs 4] [--events 20000] [--rounds 5]
+``--guarantees`` measures, in one thread, what the guarantees' own Python costs per event
+of the bench agent's events, beside encoding them alone (what the bare path does): G11's
+checks and the fold, then also the encoding of the boundary snapshots' changed messages
+and state. Added to the floor, it is what a server with these guarantees written in
+CPython spends at the least, before any bookkeeping of its own.
+
     python -m bench.cpu_bursts --emit-path [--runs 4] [--events 20000] [--rounds 5]
+    python -m bench.cpu_bursts --guarantees [--events 20000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.agents import BenchAgent, bench_input
+from bench.agents import BenchAgent, bench_input, emit_events
 from bench.common import Server, fmt, parser, report
 from bench.cpu_per_event import raise_nofile
 from bench.loadclient import Record, proc_cpu, rounds
@@ -139,6 +146,71 @@ def emit_path_main(runs: int, events: int, rounds_: int, out: Path | None) -> No
           f"loop, {statistics.median(r['process_us'] for r in results):.1f} in the process")
 
 
+def guarantees(events: int) -> dict[str, float]:
+    """CPU per event (µs, this thread) of the bench agent's ``events`` events: encoded
+    alone; checked (G11) and folded too; and with each boundary's changes encoded."""
+    from outlast.protocol.constructs import OPENERS
+    from outlast.protocol.events import now_ms
+    from outlast.protocol.fold import ThreadFold
+    from outlast.protocol.jsonutil import dumps
+    from outlast.protocol.verify import check_order, check_schema, delta_key
+
+    class Collect:
+        run_id = "r-guarantees"
+
+        def __init__(self) -> None:
+            self.out: list[dict[str, Any]] = []
+
+        async def emit(self, event: dict[str, Any]) -> None:
+            self.out.append(event)
+
+    ctx = Collect()
+    asyncio.run(emit_events(ctx, events, 20, 0))
+    emitted = ctx.out
+
+    def encoded() -> None:
+        for event in emitted:
+            dumps({**event, "timestamp": now_ms()})
+
+    def guarded(snapshots: bool) -> None:
+        fold = ThreadFold(state={"progress": 0})
+        for event in emitted:
+            data = {**event, "timestamp": now_ms()}
+            key = delta_key(data)
+            if key is None or not fold.continues(key):
+                check_schema(data)
+                check_order(data, fold)
+                if snapshots and data["type"] in OPENERS:  # a boundary's save
+                    changes = fold.take_changes()
+                    for _, message in changes.upserts:
+                        dumps(message)
+                    if changes.state_changed:
+                        dumps(fold.state)
+            dumps(data)
+            fold.apply(data)
+
+    out = {}
+    for name, work in (("encode_us", encoded), ("checks_fold_us", lambda: guarded(False)),
+                       ("with_snapshots_us", lambda: guarded(True))):
+        cpu = time.thread_time()
+        work()
+        out[name] = (time.thread_time() - cpu) / len(emitted) * 1e6
+    return out
+
+
+def guarantees_main(events: int, rounds_: int, out: Path | None) -> None:
+    results = [guarantees(events) for _ in range(rounds_)]
+    rows: list[tuple[str, ...]] = [("round", "encode µs/event", "+ checks and fold",
+                                    "+ snapshots' encoding")]
+    for i, r in enumerate(results, 1):
+        rows.append((str(i), f"{r['encode_us']:.2f}", f"{r['checks_fold_us']:.2f}",
+                     f"{r['with_snapshots_us']:.2f}"))
+    report(f"the guarantees' own work, {events:,} events of the bench agent", {
+        "events": events, "rounds": results}, rows, out)
+    added = statistics.median(r["with_snapshots_us"] - r["encode_us"] for r in results)
+    print(f"median {added:.2f} µs/event above encoding alone")
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--runs", type=int, default=4, help="runs at once (C)")
@@ -146,9 +218,14 @@ def main() -> None:
     p.add_argument("--rounds", type=int, help="durable-and-bare rounds (default 5; quick 2)")
     p.add_argument("--ceiling", type=float, help="the ratio that fails")
     p.add_argument("--emit-path", action="store_true", help="the emit path alone, in process")
+    p.add_argument("--guarantees", action="store_true",
+                   help="the guarantees' own work per event, in one thread")
     ns = p.parse_args()
     events = ns.events or (5000 if ns.quick else 20000)
     rounds_ = ns.rounds or (2 if ns.quick else 5)
+    if ns.guarantees:
+        guarantees_main(events, rounds_, ns.json)
+        return
     if ns.emit_path:
         emit_path_main(ns.runs, events, rounds_, ns.json)
         return
