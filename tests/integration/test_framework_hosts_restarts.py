@@ -17,10 +17,10 @@ from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.hosts import (
     FEATURES,
     Host,
-    answers,
     body,
     executed,
     model,
+    params,
     start,
     with_maf,
 )
@@ -30,52 +30,69 @@ from tests.support.server import collect
 __all__ = ["model"]  # the scripted model each test gets (a fixture)
 
 
-@pytest.mark.parametrize(("host", "payload", "runs", "said"), answers())
-async def test_an_approval_survives_a_restart(
-        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Host,
-        payload: dict[str, Any], runs: list[str], said: str) -> None:
+@pytest.mark.parametrize("host", params())
+async def test_approvals_survive_a_restart(
+        server_factory: Any, model: FakeOpenAI, tmp_path: Path, host: Host) -> None:
+    """Each of the host's answers (approved, denied, edited) to an approval asked before
+    a restart, given after it: one server's life for them all, each on its own thread."""
     data, log = tmp_path / "data", tmp_path / "tools.log"
     path = f"/agents/{host.name}"
     srv = start(server_factory, host, model, log, data_dir=data)
-    model.replies = [Reply(text="I will send it.", calls=[
-        Call("send_email", {"to": "ann@example.com", "subject": "Hi"}, id="p-mail")])]
+    asked: dict[str, dict[str, Any]] = {}
     async with srv.client() as c:
-        _, frames = await collect(c, "POST", path, json=body("p-ap", "p-ap1", "email ann"))
-    finished = frames[-1].event
-    assert finished["outcome"]["type"] == "interrupt", finished
-    [interrupt] = finished["outcome"]["interrupts"]
-    assert interrupt["toolCallId"] == "p-mail"
-    assert "ann@example.com" in json.dumps(interrupt)
-    assert_valid([f.event for f in frames], (*FEATURES, "human-in-the-loop"))
+        for case, *_ in host.answers:
+            call = f"p-mail-{case}"
+            model.replies = [Reply(text="I will send it.", calls=[
+                Call("send_email", {"to": "ann@example.com", "subject": "Hi"}, id=call)])]
+            _, frames = await collect(c, "POST", path,
+                                      json=body(f"p-ap-{case}", f"p-ap1-{case}", "email ann"))
+            finished = frames[-1].event
+            assert finished["outcome"]["type"] == "interrupt", (case, finished)
+            [asked[case]] = finished["outcome"]["interrupts"]
+            assert asked[case]["toolCallId"] == call, case
+            assert "ann@example.com" in json.dumps(asked[case]), case
+            assert_valid([f.event for f in frames], (*FEATURES, "human-in-the-loop"))
     assert executed(log) == [], "nothing runs before the person answers"
     srv.stop()
     srv = start(server_factory, host, model, log, data_dir=data)  # its memory is gone
-    model.replies = [Reply(text="Done.")]
     async with srv.client() as c:
-        r = await c.post("/threads/p-ap/resume", json={"resume": [{
-            "interruptId": interrupt["id"], "status": "resolved", "payload": payload}]})
-        assert r.status_code == 200, r.text
-        run_id = r.json()["run"]["runId"]
-        done = await wait_final(c, run_id)
-        assert done["status"] == "succeeded", done
-        thread = (await c.get("/threads/p-ap")).json()
-        continuation = [f.event for f in await stored_log(c, run_id)]
-        await assert_every_reattach_valid(c, run_id, FEATURES, owed=["p-mail"])
-        # A later turn: the model sees the whole conversation once.
-        model.replies = [Reply(text="Anything else?")]
-        _, more = await collect(c, "POST", path, json=body("p-ap", "p-ap3", "thanks"))
-        assert more[-1].event["type"] == "RUN_FINISHED", more[-1].event
-    roles = [m["role"] for m in model.requests[-1]["messages"]]
-    assert roles.count("user") == 2 and roles[-1] == "user", roles
-    assert executed(log) == runs
+        for case, payload, runs, said in host.answers:
+            before = len(executed(log))
+            await answered_after_restart(c, model, path, case, asked[case], payload)
+            assert executed(log)[before:] == runs, (case, executed(log))
+            thread = (await c.get(f"/threads/p-ap-{case}")).json()
+            one_result_per_call(thread["messages"])
+            [result] = [m for m in thread["messages"]
+                        if m.get("toolCallId") == f"p-mail-{case}"]
+            assert said in result["content"], (case, result)
+            assert thread["messages"][-1]["content"] == "Anything else?", case
+            assert thread["interrupts"] == [], case
+
+
+async def answered_after_restart(c: Any, model: FakeOpenAI, path: str, case: str,
+                                 interrupt: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Answer an approval the previous process asked; the continuation and a later turn."""
+    model.replies = [Reply(text="Done.")]
+    r = await c.post(f"/threads/p-ap-{case}/resume", json={"resume": [{
+        "interruptId": interrupt["id"], "status": "resolved", "payload": payload}]})
+    assert r.status_code == 200, (case, r.text)
+    run_id = r.json()["run"]["runId"]
+    done = await wait_final(c, run_id)
+    assert done["status"] == "succeeded", (case, done)
+    continuation = [f.event for f in await stored_log(c, run_id)]
+    await assert_every_reattach_valid(c, run_id, FEATURES, owed=[f"p-mail-{case}"])
     # It answers the previous run's call (docs/spec.md, "Streams a client continues").
     first = next(i for i, e in enumerate(continuation) if e["type"] == "TOOL_CALL_RESULT")
     assert_valid(continuation, FEATURES, allowed={("AGUI207", first)})
-    one_result_per_call(thread["messages"])
-    [result] = [m for m in thread["messages"] if m.get("toolCallId") == "p-mail"]
-    assert said in result["content"]
-    assert thread["messages"][-1]["content"] == "Done."
-    assert thread["interrupts"] == []
+    thread = (await c.get(f"/threads/p-ap-{case}")).json()
+    assert thread["messages"][-1]["content"] == "Done.", case
+    # A later turn: the model sees the whole conversation once.
+    model.replies = [Reply(text="Anything else?")]
+    _, more = await collect(c, "POST", path,
+                            json=body(f"p-ap-{case}", f"p-ap3-{case}", "thanks"))
+    assert more[-1].event["type"] == "RUN_FINISHED", (case, more[-1].event)
+    roles = [m["role"] for m in model.requests[-1]["messages"]]
+    assert roles.count("user") == 2 and roles[-1] == "user", (case, roles)
 
 
 @pytest.mark.parametrize("host", with_maf())

@@ -102,13 +102,6 @@ def with_maf() -> list[Any]:
         for key, h in WITH_MAF.items()]
 
 
-def answers() -> list[Any]:
-    return [pytest.param(host, payload, runs, said, id=f"{key}-{case}",
-                         marks=p.marks)
-            for key, host in HOSTS.items() for p in params(key)
-            for case, payload, runs, said in host.answers]
-
-
 @pytest.fixture
 async def model() -> AsyncIterator[FakeOpenAI]:
     fake = await FakeOpenAI(token_delay=0.002).start()
