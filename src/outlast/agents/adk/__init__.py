@@ -16,7 +16,10 @@ become AG-UI text and tool-call events, its function responses tool results (ADK
   edited arguments are refused (ADK confirms a call only as the model made it);
 - crash resume (G8) from the session at the last boundary: owed calls run through the
   journal (a call in doubt asked about first), a cut reply is marked and left out;
-- cancel through ADK's ``abort_signal``; every response's tokens on the final event.
+- cancel through ADK's ``abort_signal``; every response's tokens on the final event;
+- a synchronous tool called on ADK's tool thread pool (``tool_thread_pool_config``), not
+  on the event loop that every run of the process shares: ADK's default calls it there,
+  where a tool that blocks stalls every other run's stream and commits until it returns.
 
 ADK's OpenTelemetry spans go to the process's tracer provider (none unless outlast's
 tracing is on); nothing else leaves the process. Install ``pip install "outlast[adk]"``.
@@ -45,7 +48,10 @@ from outlast.errors import MissingDependency
 
 try:
     from google.adk.agents import LlmAgent, RunConfig
-    from google.adk.agents.run_config import StreamingMode  # type: ignore[attr-defined]
+    from google.adk.agents.run_config import (  # type: ignore[attr-defined]
+        StreamingMode,
+        ToolThreadPoolConfig,
+    )
     from google.adk.apps import App
     from google.adk.runners import Runner
     from google.adk.sessions import Session
@@ -68,6 +74,9 @@ log = logging.getLogger("outlast.agents.adk")
 
 SESSION_KEY = "adk"
 APP, USER = "outlast", "outlast"
+TOOL_THREADS = 32
+"""Synchronous tools of ADK agents that run at once in a process (ADK's tool pool is one
+per event loop): as many as ``asyncio.to_thread`` runs at most."""
 
 
 def _require() -> None:
@@ -109,7 +118,9 @@ class AdkAgent(Agent):
         try:
             async with aclosing(runner.run_async(
                     user_id=USER, session_id=session.id, new_message=new_message,
-                    run_config=RunConfig(streaming_mode=StreamingMode.SSE),
+                    run_config=RunConfig(streaming_mode=StreamingMode.SSE,
+                                         tool_thread_pool_config=ToolThreadPoolConfig(
+                                             max_workers=TOOL_THREADS)),
                     abort_signal=abort)) as events:
                 async for event in events:
                     await relay.send(event)
