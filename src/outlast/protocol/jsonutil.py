@@ -116,23 +116,16 @@ def _plain_patch(document: Any, operations: list[Any]) -> Any:
             return _NOT_PLAIN
         if type(root) not in (dict, list):
             return _NOT_PLAIN
-        if id(root) not in owned:
-            root = root.copy()
-            owned.add(id(root))
+        parts = path[1:].split("/")
+        root = _own_path(root, parts, owned)
         node: Any = root
-        *steps, last = path[1:].split("/")
-        for part in steps:
+        for part in parts[:-1]:  # owned now, where present: find the parent
             key: Any = part if type(node) is dict else _index(part, len(node))
-            if key is None or (type(node) is dict and part not in node):
+            if key is None or (type(node) is dict and part not in node) \
+                    or type(node[key]) not in (dict, list):
                 return _NOT_PLAIN
-            child = node[key]
-            if type(child) not in (dict, list):
-                return _NOT_PLAIN
-            if id(child) not in owned:
-                child = child.copy()
-                owned.add(id(child))
-                node[key] = child
-            node = child
+            node = node[key]
+        last = parts[-1]
         value = clone_json(operation["value"]) if kind != "remove" else None
         if type(node) is dict:
             if kind == "add":
