@@ -15,8 +15,8 @@ import pytest
 from tests.support.agui_validator import assert_valid
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.hosts import FEATURES, HOSTS, body, executed, model, start
-from tests.support.runs import one_result_per_call, stored_log, wait_final
-from tests.support.server import collect, wait_for
+from tests.support.runs import one_result_per_call, stored_log, wait_final, wait_streamed
+from tests.support.server import collect
 
 pytest.importorskip("google.adk")
 
@@ -139,12 +139,7 @@ async def test_sigkill_in_an_approved_continuation_runs_the_tool_once(
             "interruptId": interrupt["id"], "status": "resolved",
             "payload": {"approved": True}}]})
         assert r.status_code == 200, r.text
-
-        async def cut_mid_reply() -> bool:
-            text = "".join(f.event.get("delta", "") for f in await stored_log(c, "a-k2"))
-            return "word5" in text
-
-        await wait_for(cut_mid_reply)
+        await wait_streamed(c, "a-k2", "word5")
     srv.kill()
     assert executed(log) == ["send_email ann@example.com Hi"]
     srv = start(server_factory, HOST, model, log, data_dir=data)

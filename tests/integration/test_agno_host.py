@@ -18,7 +18,7 @@ import pytest
 from tests.support.agui_validator import assert_valid
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.hosts import FEATURES, HOSTS, body, executed, model, params
-from tests.support.runs import one_result_per_call, stored_log, wait_final
+from tests.support.runs import one_result_per_call, stored_log, wait_final, wait_streamed
 from tests.support.server import ServerProcess, collect, wait_for
 
 __all__ = ["model"]  # the scripted model each test gets (a fixture)
@@ -188,12 +188,7 @@ async def test_a_continuation_killed_mid_reply_resumes_with_one_answer(
     model.replies = [Reply(text=" ".join(f"word{i}" for i in range(300)), token_delay=0.05),
                      Reply(text="The one final answer.")]
     async with srv.client() as c:
-
-        async def cut_mid_reply() -> bool:
-            return "word5" in "".join(f.event.get("delta", "")
-                                      for f in await stored_log(c, "c-2"))
-
-        await wait_for(cut_mid_reply)
+        await wait_streamed(c, "c-2", "word5")
     srv.kill()
     srv = _serve(server_factory, model, log, data, target)
     async with srv.client() as c:

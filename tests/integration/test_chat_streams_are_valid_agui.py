@@ -17,7 +17,7 @@ import pytest
 from tests.integration.test_chat_agent import body, executed, model, start, tool_log, user
 from tests.support.agui_validator import assert_every_reattach_valid, assert_valid, findings
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
-from tests.support.runs import stored_log, wait_final
+from tests.support.runs import stored_log, wait_final, wait_streamed
 from tests.support.server import ServerProcess, collect, wait_for
 
 __all__ = ["model", "tool_log"]  # the fixtures, shared with test_chat_agent.py
@@ -134,12 +134,7 @@ async def test_a_crash_resume_marks_the_cut_off_reply_without_restarting_it(
     async with srv.client() as c:
         await collect(c, "POST", "/agents/chat", limit=1,
                       json=body("v-kill", "v-kill-r", [user("go")]))
-
-        async def streamed() -> bool:
-            log = await stored_log(c, "v-kill-r")
-            return "word5" in "".join(f.event.get("delta", "") for f in log)
-
-        await wait_for(streamed)
+        await wait_streamed(c, "v-kill-r", "word5")
     srv.kill()
     srv = start(server_factory, model, tool_log, data_dir=data)
     async with srv.client() as c:

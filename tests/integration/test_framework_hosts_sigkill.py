@@ -13,8 +13,8 @@ import pytest
 from tests.support.agui_validator import assert_valid
 from tests.support.fake_openai import Call, FakeOpenAI, Reply
 from tests.support.hosts import FEATURES, Host, body, executed, model, start, with_maf
-from tests.support.runs import one_result_per_call, stored_log, wait_final
-from tests.support.server import collect, wait_for
+from tests.support.runs import one_result_per_call, stored_log, wait_final, wait_streamed
+from tests.support.server import collect
 
 __all__ = ["model"]  # the scripted model each test gets (a fixture)
 
@@ -32,12 +32,7 @@ async def test_sigkill_mid_reply_resumes_with_the_tool_run_once_and_one_answer(
     async with srv.client() as c:
         await collect(c, "POST", f"/agents/{host.name}", limit=1,
                       json=body("p-kill", "p-k", "go"))
-
-        async def cut_mid_reply() -> bool:
-            text = "".join(f.event.get("delta", "") for f in await stored_log(c, "p-k"))
-            return "word5" in text
-
-        await wait_for(cut_mid_reply)
+        await wait_streamed(c, "p-k", "word5")
     srv.kill()
     assert executed(log) == ["get_weather Lima"]
     srv = start(server_factory, host, model, log, data_dir=data)

@@ -82,6 +82,17 @@ async def stored_log(client: httpx.AsyncClient, run_id: str) -> list[Frame]:
     return frames
 
 
+async def wait_streamed(client: httpx.AsyncClient, run_id: str, text: str) -> None:
+    """Wait until the run's stored deltas hold ``text`` (a reply is under way: a kill now
+    cuts it off)."""
+
+    async def streamed() -> bool:
+        log = await stored_log(client, run_id)
+        return text in "".join(f.event.get("delta", "") for f in log)
+
+    await wait_for(streamed)
+
+
 def with_ids(frames: list[Frame]) -> list[tuple[int, dict[str, Any]]]:
     """The stored frames (those with a seq) as (seq, event) pairs."""
     return [(f.id, f.event) for f in frames if f.id is not None]
