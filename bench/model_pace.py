@@ -24,7 +24,14 @@ stops after the first step whose p99 exceeds 1 s or that had errors.
 
 Target: N ≥ 2,000 on one process with p99 ≤ 100 ms and no errors; ≤ 30 KB per run.
 
+``--held`` asks how many runs each shape holds (p99 ≤ 100 ms, no errors) in one run:
+the durable server (``outlast serve``), the floor (``bench.floor``: the bare path plus
+a SQLite commit before each event is shown) and the bare path climb one ladder of N
+together, each stopping at its first step that fails; the ratios to the bare path's
+are what a change to the durable path can be held to.
+
     python -m bench.model_pace [--quick] [--plots DIR] [--steps 100 300 ...] [--history 60]
+    python -m bench.model_pace --held [--quick] [--steps 100 200 ...] [--window 6]
 """
 
 from __future__ import annotations
@@ -156,32 +163,94 @@ def step(servers: list[Server], n: int, window_s: float, client_procs: int,
     }
 
 
-def curve(name: str, steps: list[int], window_s: float, client_procs: int,
-          start: Callable[[Path, int], tuple[list[Server], int | None]],
+Start = Callable[[Path, int], tuple[list[Server], int | None]]
+
+
+def point(name: str, n: int, window_s: float, client_procs: int, start: Start,
+          path: str = "/agents/paced", history: int = 0) -> dict[str, Any]:
+    """One step on fresh servers, started, warmed up and stopped here."""
+    with tempfile.TemporaryDirectory(prefix="outlast-pace-") as tmp:
+        servers, db_root = start(Path(tmp), n)
+        try:
+            for s in servers:
+                warm_up(s.url)
+            time.sleep(0.5)
+            p = step(servers, n, window_s, client_procs, db_root, path, history)
+        finally:
+            for s in servers:
+                s.stop()
+    p["backend"] = name
+    print(f"  {name} N={n}: p99 {p['p99_ms']:.1f} ms, {p['events_per_s']:,.0f} ev/s, "
+          f"machine speed {p['machine_speed_ms']:.1f} ms, "
+          f"server {'+'.join(f'{c:.0f}' for c in p['server_cpu_pct'])} % CPU, "
+          f"{p['server_us_per_event']:.0f} µs/event, {p['errors']} errors", flush=True)
+    return p
+
+
+def holds(p: dict[str, Any]) -> bool:
+    """The step's runs were held: p99 emit → receipt within the target, no errors."""
+    return p["p99_ms"] <= P99_MS and not p["errors"]
+
+
+def curve(name: str, steps: list[int], window_s: float, client_procs: int, start: Start,
           path: str = "/agents/paced", history: int = 0) -> list[dict[str, Any]]:
     if history:
         name = f"{name}, {history}-message history"
     points = []
     for n in steps:
-        with tempfile.TemporaryDirectory(prefix="outlast-pace-") as tmp:
-            servers, db_root = start(Path(tmp), n)
-            try:
-                for s in servers:
-                    warm_up(s.url)
-                time.sleep(0.5)
-                p = step(servers, n, window_s, client_procs, db_root, path, history)
-            finally:
-                for s in servers:
-                    s.stop()
-        p["backend"] = name
+        p = point(name, n, window_s, client_procs, start, path, history)
         points.append(p)
-        print(f"  {name} N={n}: p99 {p['p99_ms']:.1f} ms, {p['events_per_s']:,.0f} ev/s, "
-              f"machine speed {p['machine_speed_ms']:.1f} ms, "
-              f"server {'+'.join(f'{c:.0f}' for c in p['server_cpu_pct'])} % CPU, "
-              f"{p['server_us_per_event']:.0f} µs/event, {p['errors']} errors", flush=True)
         if p["errors"] or p["p99_ms"] > STOP_P99_MS:
             break  # saturated: the next step only takes longer to say so
     return points
+
+
+HELD_STEPS = [100, 200, 300, 400, 500, 600, 800, 1000, 1200, 1500, 2000]
+SHAPES: dict[str, tuple[Start, str]] = {
+    "durable": (lambda root, n: ([serve(root, "sqlite", n)], None), "/agents/paced"),
+    "floor": (lambda root, n: ([Server.bench(root).start()], None), "/bench/floor/paced"),
+    "bare": (lambda root, n: ([Server.bench(root).start()], None), "/bench/agents/paced"),
+}
+
+
+def held(steps: list[int], window_s: float, client_procs: int) -> dict[str, Any]:
+    """How many runs each shape holds at p99 ≤ ``P99_MS`` with no errors: every shape
+    still holding takes each step of the ladder, their order reversed every other step,
+    so the three ceilings are measured alike in one run. A shape stops at its first
+    step that fails, and holds the step before it."""
+    holding = {name: 0 for name in SHAPES}
+    live = list(SHAPES)
+    points = []
+    for i, n in enumerate(steps):
+        for name in (live if i % 2 == 0 else live[::-1]):
+            start, path = SHAPES[name]
+            p = point(name, n, window_s, client_procs, start, path)
+            points.append(p)
+            if holds(p):
+                holding[name] = n
+        live = [name for name in live if holding[name] == n]
+        if not live:
+            break
+    return {"held": holding, "points": points, "steps": steps}
+
+
+def held_main(steps: list[int], window_s: float, client_procs: int, out: Path | None) -> None:
+    load = os.getloadavg()[0]
+    started = time.monotonic()
+    result = held(steps, window_s, client_procs)
+    result.update(load_before=load, load_after=os.getloadavg()[0],
+                  seconds=time.monotonic() - started)
+    got = result["held"]
+    table: list[tuple[str, ...]] = [("shape", "runs held", "of the bare path's")]
+    for name in SHAPES:
+        ratio = got[name] / got["bare"] if got["bare"] else float("nan")
+        table.append((name, f"{got[name]:,}" + ("+" if got[name] == steps[-1] else ""),
+                      f"{ratio:.2f}"))
+    print(f"load average: {load:.2f} before, {result['load_after']:.2f} after; "
+          f"{result['seconds']:.0f} s")
+    report(f"runs held at a model's pace (p99 ≤ {P99_MS:.0f} ms, no errors), one run",
+           result, rows(result["points"]), out)
+    report("runs held", {}, table, None)
 
 
 def serve(root: Path, name: str, n: int, *store: str) -> Server:
@@ -239,7 +308,16 @@ def main() -> None:
                         "is about 36 KB of JSON), as AG-UI front ends resend the conversation")
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the no-store curve (POST /bench/agents/paced on bench.server)")
+    p.add_argument("--held", action="store_true",
+                   help="how many runs durable, the floor and the bare path each hold at "
+                        f"p99 ≤ {P99_MS:.0f} ms, climbing one ladder together "
+                        f"(default steps {' '.join(map(str, HELD_STEPS))})")
     ns = p.parse_args()
+    if ns.held:
+        raise_nofile(max(ns.steps or HELD_STEPS) * 3 + 512)
+        held_main(ns.steps or ([100, 200] if ns.quick else HELD_STEPS),
+                  ns.window or (4.0 if ns.quick else 6.0), ns.client_procs, ns.json)
+        return
     steps = ns.steps or ([100] if ns.quick else [100, 300, 1000, 2000])
     pg_steps = ns.steps or ([100] if ns.quick else [100, 300, 1000])
     window_s = ns.window or (4.0 if ns.quick else 10.0)

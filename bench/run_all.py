@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ["stream_throughput", "validation", "tracing", "replay", "reattach", "snapshot", "commit",
-           "history", "resend", "memory", "latency", "model_pace", "peers", "hosts",
+           "log_layout", "history", "resend", "memory", "latency", "model_pace", "peers", "hosts",
            "chat_agent", "soak"]
 # Where a bench writes its charts, given a directory.
 PLOTS = {"soak": lambda d: ["--plot", str(d / "soak-rss.svg")],
