@@ -13,7 +13,11 @@ of both and their ratio. The median ratio is held against ``CEILING``: above it 
 bench exits 1. Every round also measures the floor (``bench.floor``, ``POST
 /bench/floor/bench``: the bare path plus the hand-over, a SQLite commit per batch and
 one wake-up per commit that any durable server needs): floor/bare is what durability
-costs at the least in bursts, durable/floor what outlast spends above it.
+costs at the least in bursts, durable/floor what outlast spends above it. And the
+guarded floor (``bench.floor_guarded``, ``POST /bench/floor-guarded/bench``: the floor
+plus G11's checks, the fold, boundary snapshots, the construct index and a bounded
+backlog, done plainly with outlast's protocol code and statements): guarded/bare is what
+these guarantees cost at the least, durable/guarded what outlast's own machinery adds.
 
 ``--emit-path`` measures the emit path in process, where the machine's load moves it
 least: the same C runs admitted to an ``Engine`` on a real SQLite file, nobody
@@ -57,6 +61,8 @@ rounds) before this bench fails: medians of 6.7-9.6 on a quiet machine over one 
 the noise between rounds."""
 
 DURABLE, FLOOR, BARE = "/agents/bench", "/bench/floor/bench", "/bench/agents/bench"
+GUARDED = "/bench/floor-guarded/bench"
+PATHS = (DURABLE, GUARDED, FLOOR, BARE)
 BURST = 50
 
 
@@ -79,18 +85,22 @@ async def streams(url: str, path: str, pid: int, runs: int, events: int) -> dict
 async def measure(runs: int, events: int, rounds_: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="outlast-bench-") as tmp, \
             Server.bench(Path(tmp)) as server:
-        for path in (DURABLE, FLOOR, BARE):  # warm up every path
+        for path in PATHS:  # warm up every path
             await streams(server.url, path, server.pid, runs, min(events, 2000))
         out = []
         for i in range(rounds_):
             load = os.getloadavg()[0]
-            order = (DURABLE, FLOOR, BARE) if i % 2 == 0 else (BARE, FLOOR, DURABLE)
+            order = PATHS if i % 2 == 0 else PATHS[::-1]
             got = {path: await streams(server.url, path, server.pid, runs, events)
                    for path in order}
             durable, floor, bare = got[DURABLE], got[FLOOR], got[BARE]
+            guarded = got[GUARDED]
             out.append({"load": load, "durable_us": durable["us"], "floor_us": floor["us"],
+                        "guarded_us": guarded["us"],
                         "bare_us": bare["us"], "ratio": durable["us"] / bare["us"],
                         "floor_ratio": floor["us"] / bare["us"],
+                        "guarded_ratio": guarded["us"] / bare["us"],
+                        "over_guarded": durable["us"] / guarded["us"],
                         "over_floor": durable["us"] / floor["us"],
                         "durable_ev_s": durable["events_per_s"],
                         "bare_ev_s": bare["events_per_s"], "frames": durable["frames"]})
@@ -233,12 +243,15 @@ def main() -> None:
     started = time.monotonic()
     results = asyncio.run(measure(ns.runs, events, rounds_))
     rows: list[tuple[str, ...]] = [(
-        "round", "load avg", "durable µs/event", "floor µs/event", "bare µs/event",
-        "durable/bare", "floor/bare", "durable/floor", "durable events/s", "bare events/s")]
+        "round", "load avg", "durable µs/event", "guarded floor µs/event", "floor µs/event",
+        "bare µs/event", "durable/bare", "guarded floor/bare", "floor/bare",
+        "durable/guarded floor", "durable/floor", "durable events/s", "bare events/s")]
     for i, r in enumerate(results, 1):
         rows.append((str(i), f"{r['load']:.2f}", fmt(r["durable_us"], digits=1),
-                     fmt(r["floor_us"], digits=1), fmt(r["bare_us"], digits=1),
-                     f"{r['ratio']:.2f}", f"{r['floor_ratio']:.2f}", f"{r['over_floor']:.2f}",
+                     fmt(r["guarded_us"], digits=1), fmt(r["floor_us"], digits=1),
+                     fmt(r["bare_us"], digits=1), f"{r['ratio']:.2f}",
+                     f"{r['guarded_ratio']:.2f}", f"{r['floor_ratio']:.2f}",
+                     f"{r['over_guarded']:.2f}", f"{r['over_floor']:.2f}",
                      fmt(r["durable_ev_s"]), fmt(r["bare_ev_s"])))
     ratio = statistics.median(r["ratio"] for r in results)
     ceiling = ns.ceiling or CEILING
@@ -247,12 +260,16 @@ def main() -> None:
            "median_bare_us": statistics.median(r["bare_us"] for r in results),
            "median_floor_ratio": statistics.median(r["floor_ratio"] for r in results),
            "median_over_floor": statistics.median(r["over_floor"] for r in results),
+           "median_guarded_ratio": statistics.median(r["guarded_ratio"] for r in results),
+           "median_over_guarded": statistics.median(r["over_guarded"] for r in results),
            "ceiling": ceiling, "seconds": time.monotonic() - started}
     report(f"CPU per event in bursts of {BURST} per await, {ns.runs} runs of {events:,} "
            "events: durable over bare", out, rows, ns.json)
     print(f"median durable {out['median_durable_us']:.1f} µs/event, bare "
           f"{out['median_bare_us']:.1f}; median floor/bare {out['median_floor_ratio']:.2f}, "
-          f"durable/floor {out['median_over_floor']:.2f}; median durable/bare {ratio:.2f}: "
+          f"durable/floor {out['median_over_floor']:.2f}; median guarded floor/bare "
+          f"{out['median_guarded_ratio']:.2f}, durable/guarded floor "
+          f"{out['median_over_guarded']:.2f}; median durable/bare {ratio:.2f}: "
           f"{'within' if ratio <= ceiling else 'ABOVE'} the ceiling {ceiling:.2f}")
     if ratio > ceiling:
         sys.exit(1)

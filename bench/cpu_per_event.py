@@ -15,7 +15,10 @@ the bare path plus what any durable server with these guarantees must do per eve
 event handed to another task that shows it only once committed, a commit per batch into
 a real SQLite file in WAL mode, from a thread, the watcher woken once per commit). It
 reports floor/bare (what durability costs at the least) and durable/floor (what outlast
-spends above that), the latter held against ``FLOOR_CEILING``.
+spends above that), the latter held against ``FLOOR_CEILING``. It also measures the
+guarded floor (``bench.floor_guarded``: the floor plus G11's checks, the fold, boundary
+snapshots and the construct index, done plainly), reported as guarded/bare (what these
+guarantees cost at the least) and durable/guarded (outlast's own machinery).
 
 ``--postgres`` runs the durable server on a throwaway PostgreSQL cluster
 (``tests/support/postgres.py``, durable settings) instead of SQLite; the cluster's own
@@ -235,11 +238,14 @@ def one_round(n: int, window_s: float, floor: bool = False,
                            "db_us": None if db is None else
                            db / 100 / max(durable["events_per_s"], 1) * 1e6}
     if floor:
-        [least] = curve("floor", [n], window_s, 1,
-                        lambda root, k: ([Server.bench(root).start()], None),
-                        "/bench/floor/paced")
-        out.update(floor_us=least["server_us_per_event"], floor_kb=least["rss_kb_per_run"],
-                   floor_p99_ms=least["p99_ms"], errors=out["errors"] + least["errors"])
+        for shape, path in (("guarded", "/bench/floor-guarded/paced"),
+                            ("floor", "/bench/floor/paced")):
+            [least] = curve(shape, [n], window_s, 1,
+                            lambda root, k: ([Server.bench(root).start()], None), path)
+            out.update({f"{shape}_us": least["server_us_per_event"],
+                        f"{shape}_kb": least["rss_kb_per_run"],
+                        f"{shape}_p99_ms": least["p99_ms"],
+                        "errors": out["errors"] + least["errors"]})
     [bare] = curve("no store (baseline)", [n], window_s, 1,
                    lambda root, k: ([Server.bench(root).start()], None), "/bench/agents/paced")
     out.update(bare_us=bare["server_us_per_event"], bare_kb=bare["rss_kb_per_run"],
@@ -247,15 +253,19 @@ def one_round(n: int, window_s: float, floor: bool = False,
                ratio=out["durable_us"] / bare["server_us_per_event"])
     if floor:
         out.update(floor_ratio=out["floor_us"] / out["bare_us"],
-                   over_floor=out["durable_us"] / out["floor_us"])
+                   over_floor=out["durable_us"] / out["floor_us"],
+                   guarded_ratio=out["guarded_us"] / out["bare_us"],
+                   over_guarded=out["durable_us"] / out["guarded_us"])
     return out
 
 
 def round_rows(results: list[dict[str, Any]], floor: bool) -> list[tuple[str, ...]]:
-    shapes = ["durable", "floor", "bare"] if floor else ["durable", "bare"]
-    ratios = ["ratio", "floor_ratio", "over_floor"] if floor else ["ratio"]
+    shapes = ["durable", "guarded", "floor", "bare"] if floor else ["durable", "bare"]
+    ratios = ["ratio", "guarded_ratio", "floor_ratio", "over_guarded", "over_floor"] \
+        if floor else ["ratio"]
     names = {"ratio": "durable/bare", "floor_ratio": "floor/bare",
-             "over_floor": "durable/floor"}
+             "over_floor": "durable/floor", "guarded_ratio": "guarded/bare",
+             "over_guarded": "durable/guarded"}
     rows: list[tuple[str, ...]] = [(
         "round", "load avg", *(f"{s} µs/event" for s in shapes), *(names[r] for r in ratios),
         *(f"{s} KB/run" for s in shapes), *(f"{s} p99 ms" for s in shapes), "errors",
@@ -328,6 +338,11 @@ def main() -> None:
                         f"{over:.2f}: {'within' if over <= FLOOR_CEILING else 'ABOVE'} "
                         f"the ceiling {FLOOR_CEILING:.2f}")
         failed = failed or over > FLOOR_CEILING
+        guarded = statistics.median(r["guarded_ratio"] for r in results)
+        over_guarded = statistics.median(r["over_guarded"] for r in results)
+        out.update(median_guarded_ratio=guarded, median_over_guarded=over_guarded)
+        verdicts.append(f"median guarded/bare {guarded:.2f}; median durable/guarded "
+                        f"{over_guarded:.2f}")
     report(f"CPU per event at a model's pace, {n} runs: durable over bare", out,
            round_rows(results, ns.floor), ns.json)
     for line in verdicts:

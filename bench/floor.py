@@ -71,6 +71,11 @@ class FloorContext:
         self.rid = rid
         self.uncommitted: list[tuple[int, int, int, str]] = []
 
+    def take_extra(self) -> dict[str, list[Any]]:
+        """Rows beside the events this commit takes, by statement, once the commit has
+        taken the events (none here: ``bench.floor_guarded`` adds the guarantees' own)."""
+        return {}
+
     def finished(self) -> bool:
         """The run ended and everything it emitted is committed and sent on."""
         return self.done and self.committed == self.seq
@@ -89,16 +94,20 @@ class FloorContext:
 class FloorWriter:
     """One task committing every run's pending events in one transaction, in a thread."""
 
-    def __init__(self, path: Path, synchronous: str) -> None:
+    def __init__(self, path: Path, synchronous: str, schema: str = SCHEMA) -> None:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         for pragma in SQLiteStore(path, synchronous=synchronous)._pragmas():
             self._db.execute(pragma)
-        self._db.executescript(SCHEMA)
+        self._db.executescript(schema)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="floor-writer")
         self._dirty: dict[int, FloorContext] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._rids = 0
+
+    def writing(self) -> int:
+        """How many runs have events queued for the next commit."""
+        return len(self._dirty)
 
     def next_rid(self) -> int:
         self._rids += 1
@@ -117,11 +126,15 @@ class FloorWriter:
         self._pool.shutdown(wait=True)
         self._db.close()
 
-    def _commit(self, rows: list[tuple[int, int, int, str]]) -> None:
+    def _commit(self, rows: list[tuple[int, int, int, str]],
+                extra: dict[str, list[Any]] | None = None) -> None:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         for sql, args in chunks(INSERT, rows):
             db.execute(sql, args)
+        for statement, more in (extra or {}).items():
+            for sql, args in chunks(statement, more):
+                db.execute(sql, args)
         db.execute("COMMIT")
 
     async def _loop(self) -> None:
@@ -139,11 +152,14 @@ class FloorWriter:
             self._dirty.clear()
             batches = []
             rows: list[tuple[int, int, int, str]] = []
+            extra: dict[str, list[Any]] = {}
             for ctx in taken:
                 batch, ctx.uncommitted = ctx.uncommitted, []
                 batches.append(batch)
                 rows.extend(batch)
-            await loop.run_in_executor(self._pool, self._commit, rows)
+                for statement, more in ctx.take_extra().items():
+                    extra.setdefault(statement, []).extend(more)
+            await loop.run_in_executor(self._pool, self._commit, rows, extra)
             for ctx, batch in zip(taken, batches, strict=True):
                 ctx.pending.extend(frame(seq, body) for _, seq, _, body in batch)
                 ctx.committed = batch[-1][1]

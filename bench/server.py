@@ -10,6 +10,9 @@ the store:
   ``bench.model_pace``).
 - ``POST /bench/floor/{bench|paced}`` adds to that what every durable server must do
   per event (``bench.floor``): the floor ``bench.cpu_per_event --floor`` measures.
+- ``POST /bench/floor-guarded/{bench|paced}`` adds to the floor what outlast's
+  guarantees need of each event (``bench.floor_guarded``: G11's checks, the fold,
+  boundary snapshots, the construct index), without outlast's machinery.
 - ``GET /bench/runs/{run_id}/events?after=N`` streams a finished run's frames,
   encoded once ahead of time and held in memory: replay without reading the log.
 - ``PUT /bench/validation/{on|off}`` turns G11's checks of what agents emit off and on
@@ -31,6 +34,7 @@ from fastapi import FastAPI, Query, Request
 
 from bench.agents import BenchAgent, PacedAgent
 from bench.floor import add_floor, stream_frames
+from bench.floor_guarded import add_floor_guarded
 from outlast.agent import Agent
 from outlast.agents.demo import DemoAgent
 from outlast.cli.serve import tune_interpreter
@@ -157,6 +161,8 @@ async def serve(data_dir: Path, synchronous: str) -> None:
     add_baselines(app, engine, agent, paced)
     add_floor(app, engine, {"bench": agent, "paced": paced}, data_dir / "floor.sqlite",
               synchronous)
+    add_floor_guarded(app, engine, {"bench": agent, "paced": paced},
+                      data_dir / "floor-guarded.sqlite", synchronous)
     # The HTTP stack of ``outlast serve`` (h11, as it configures uvicorn).
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", http="h11",
                             lifespan="on", access_log=False, timeout_graceful_shutdown=1)
