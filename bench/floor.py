@@ -201,15 +201,17 @@ async def stream_frames(agent: Agent, ctx: Any) -> AsyncIterator[str]:
 
 
 def add_floor(app: FastAPI, engine: Engine, agents: dict[str, Agent], path: Path,
-              synchronous: str) -> None:
-    """``POST /bench/floor/{name}``: the floor's route, its SQLite file at ``path``."""
-    writer = FloorWriter(path, synchronous)
+              synchronous: str, *, route: str = "/bench/floor",
+              context: type[FloorContext] = FloorContext, schema: str = SCHEMA) -> None:
+    """``POST {route}/{name}``: the floor's route (or a variant's: its own context and
+    tables), its SQLite file at ``path``."""
+    writer = FloorWriter(path, synchronous, schema)
 
-    @app.post("/bench/floor/{name}", response_model=None)
+    @app.post(route + "/{name}", response_model=None)
     async def stream_floor(name: str, request: Request) -> EventStream:
         s = engine.settings
         body = parse_input(await read_json(request, s.max_body_bytes, s.body_timeout), s)
-        ctx = FloorContext(body, writer, writer.next_rid())
+        ctx = context(body, writer, writer.next_rid())
         return EventStream(stream_frames(agents[name], ctx),
                            headers={"Outlast-Run-Id": body["runId"],
                                     "Outlast-Thread-Id": body["threadId"]},

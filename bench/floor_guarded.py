@@ -31,19 +31,17 @@ own machinery: what a change to the write path can still take away.
 from __future__ import annotations
 
 import asyncio
+from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 
-from bench.floor import SCHEMA, FloorContext, FloorWriter, stream_frames
+from bench.floor import SCHEMA, FloorContext, FloorWriter, add_floor
 from outlast.agent import Agent
 from outlast.engine.runtime import Engine
 from outlast.engine.writer import backlog_share
-from outlast.http.request_limits import read_json
-from outlast.http.request_models import parse_input
-from outlast.http.sse import EventStream
 from outlast.protocol.constructs import OPENERS, construct_row
 from outlast.protocol.events import now_ms
 from outlast.protocol.fold import ThreadFold
@@ -52,18 +50,12 @@ from outlast.protocol.verify import check_order, check_schema, delta_key
 from outlast.store.sql import load_queries
 from outlast.store.sqlwrite import construct_rows
 
-GUARDED_SCHEMA = SCHEMA + """
-CREATE INDEX IF NOT EXISTS events_boundaries ON events (rid, seq) WHERE boundary = 1;
-CREATE TABLE IF NOT EXISTS constructs (
-    rid        INTEGER NOT NULL,
-    opened_seq INTEGER NOT NULL,
-    ord        INTEGER NOT NULL,
-    ckey       TEXT    NOT NULL,
-    closed_seq INTEGER,
-    body       TEXT    NOT NULL,
-    PRIMARY KEY (rid, opened_seq, ord)
-);
-CREATE INDEX IF NOT EXISTS constructs_open ON constructs (rid, ckey) WHERE closed_seq IS NULL;
+# The construct index and the boundaries' index as the store's migration makes them
+# (their runs' table is not here: no foreign keys), then the snapshots' messages.
+_INDEXES = resources.files("outlast.store.sql").joinpath("sqlite", "0003_constructs.sql") \
+    .read_text("utf-8").replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ") \
+    .replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ")
+GUARDED_SCHEMA = "PRAGMA foreign_keys=OFF;" + SCHEMA + _INDEXES + """
 CREATE TABLE IF NOT EXISTS messages (
     tid       INTEGER NOT NULL,
     id        TEXT    NOT NULL,
@@ -180,14 +172,5 @@ class GuardedContext(FloorContext):
 def add_floor_guarded(app: FastAPI, engine: Engine, agents: dict[str, Agent], path: Path,
                       synchronous: str) -> None:
     """``POST /bench/floor-guarded/{name}``, its SQLite file at ``path``."""
-    writer = FloorWriter(path, synchronous, GUARDED_SCHEMA)
-
-    @app.post("/bench/floor-guarded/{name}", response_model=None)
-    async def stream_floor_guarded(name: str, request: Request) -> EventStream:
-        s = engine.settings
-        body = parse_input(await read_json(request, s.max_body_bytes, s.body_timeout), s)
-        ctx = GuardedContext(body, writer, writer.next_rid())
-        return EventStream(stream_frames(agents[name], ctx),
-                           headers={"Outlast-Run-Id": body["runId"],
-                                    "Outlast-Thread-Id": body["threadId"]},
-                           keepalive_seconds=s.keepalive)
+    add_floor(app, engine, agents, path, synchronous, route="/bench/floor-guarded",
+              context=GuardedContext, schema=GUARDED_SCHEMA)
