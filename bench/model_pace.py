@@ -25,9 +25,10 @@ stops after the first step whose p99 exceeds 1 s or that had errors.
 Target: N ≥ 2,000 on one process with p99 ≤ 100 ms and no errors; ≤ 30 KB per run.
 
 ``--held`` asks how many runs each shape holds (p99 ≤ 100 ms, no errors) in one run:
-the durable server (``outlast serve``), the floor (``bench.floor``: the bare path plus
-a SQLite commit before each event is shown) and the bare path climb one ladder of N
-together, each stopping at its first step that fails; the ratios to the bare path's
+the durable server (``outlast serve``), the guarded floor (``bench.floor_guarded``: the
+floor plus the guarantees' own work, done plainly), the floor (``bench.floor``: the
+bare path plus a SQLite commit before each event is shown) and the bare path climb one
+ladder of N together, each stopping at its first step that fails; the ratios to the bare path's
 are what a change to the durable path can be held to.
 
     python -m bench.model_pace [--quick] [--plots DIR] [--steps 100 300 ...] [--history 60]
@@ -208,6 +209,8 @@ def curve(name: str, steps: list[int], window_s: float, client_procs: int, start
 HELD_STEPS = [100, 200, 300, 400, 500, 600, 800, 1000, 1200, 1500, 2000]
 SHAPES: dict[str, tuple[Start, str]] = {
     "durable": (lambda root, n: ([serve(root, "sqlite", n)], None), "/agents/paced"),
+    "guarded": (lambda root, n: ([Server.bench(root).start()], None),
+                "/bench/floor-guarded/paced"),
     "floor": (lambda root, n: ([Server.bench(root).start()], None), "/bench/floor/paced"),
     "bare": (lambda root, n: ([Server.bench(root).start()], None), "/bench/agents/paced"),
 }
@@ -309,8 +312,8 @@ def main() -> None:
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the no-store curve (POST /bench/agents/paced on bench.server)")
     p.add_argument("--held", action="store_true",
-                   help="how many runs durable, the floor and the bare path each hold at "
-                        f"p99 ≤ {P99_MS:.0f} ms, climbing one ladder together "
+                   help="how many runs durable, the guarded floor, the floor and the bare "
+                        f"path hold at p99 ≤ {P99_MS:.0f} ms, climbing one ladder together "
                         f"(default steps {' '.join(map(str, HELD_STEPS))})")
     ns = p.parse_args()
     if ns.held:
