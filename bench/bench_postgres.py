@@ -261,10 +261,11 @@ def main() -> None:
                         results.setdefault(f"concurrent_{c}_{name}", []).append(
                             asyncio.run(concurrent(server.url, c, conc_events)))
 
-            # 3. cross-process live delivery: A executes, B only serves.
+            # 3. cross-process live delivery: A executes, B only serves (a process
+            # executes at least one run at once; A claims the runs it admits itself).
             url = cluster.fresh_database("latency")
             a = serve("a", "--store", url)
-            b = serve("b", "--store", url, "--max-runs", "0")
+            b = serve("b", "--store", url, "--max-runs", "1")
             lat = asyncio.run(cross_process(a.url, b.url, latency_events, pace_ms=10))
             results["latency"] = lat
             results["follow"] = [asyncio.run(follow_from_b(a.url, b.url, events))
