@@ -47,14 +47,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench.common import Server, fmt, parser, postgres_cluster, report
 from bench.loadclient import raise_nofile
-from bench.model_pace import curve, serve
+from bench.model_pace import Start, curve, on_bench_server, on_sqlite, serve
 
 CEILING = 2.7
 """The most the durable path's CPU per event may be of the bare path's (median of the
@@ -220,15 +220,8 @@ def write_path_main(n: int, rounds: int, ceiling: float, out: Path | None) -> No
         sys.exit(1)
 
 
-Start = Callable[[Path, int], tuple[list[Server], int | None]]
-
-
-def sqlite(root: Path, n: int) -> tuple[list[Server], int | None]:
-    return [serve(root, "sqlite", n)], None
-
-
 def one_round(n: int, window_s: float, floor: bool = False,
-              durable_start: Start = sqlite) -> dict[str, Any]:
+              durable_start: Start = on_sqlite) -> dict[str, Any]:
     load = os.getloadavg()[0]
     [durable] = curve("durable", [n], window_s, 1, durable_start)
     db = durable["db_cpu_pct"]
@@ -240,14 +233,13 @@ def one_round(n: int, window_s: float, floor: bool = False,
     if floor:
         for shape, path in (("guarded", "/bench/floor-guarded/paced"),
                             ("floor", "/bench/floor/paced")):
-            [least] = curve(shape, [n], window_s, 1,
-                            lambda root, k: ([Server.bench(root).start()], None), path)
+            [least] = curve(shape, [n], window_s, 1, on_bench_server, path)
             out.update({f"{shape}_us": least["server_us_per_event"],
                         f"{shape}_kb": least["rss_kb_per_run"],
                         f"{shape}_p99_ms": least["p99_ms"],
                         "errors": out["errors"] + least["errors"]})
-    [bare] = curve("no store (baseline)", [n], window_s, 1,
-                   lambda root, k: ([Server.bench(root).start()], None), "/bench/agents/paced")
+    [bare] = curve("no store (baseline)", [n], window_s, 1, on_bench_server,
+                   "/bench/agents/paced")
     out.update(bare_us=bare["server_us_per_event"], bare_kb=bare["rss_kb_per_run"],
                bare_p99_ms=bare["p99_ms"], errors=out["errors"] + bare["errors"],
                ratio=out["durable_us"] / bare["server_us_per_event"])
@@ -285,7 +277,7 @@ def durable_server(postgres: bool) -> Iterator[Start]:
     """How the durable server starts: on SQLite, or on a PostgreSQL cluster for the block
     (a fresh database each round; the cluster's processes are counted apart)."""
     if not postgres:
-        yield sqlite
+        yield on_sqlite
         return
     with postgres_cluster() as (cluster, skipped):
         if cluster is None:

@@ -127,12 +127,12 @@ class FloorWriter:
         self._db.close()
 
     def _commit(self, rows: list[tuple[int, int, int, str]],
-                extra: dict[str, list[Any]] | None = None) -> None:
+                extra: dict[str, list[Any]]) -> None:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         for sql, args in chunks(INSERT, rows):
             db.execute(sql, args)
-        for statement, more in (extra or {}).items():
+        for statement, more in extra.items():
             for sql, args in chunks(statement, more):
                 db.execute(sql, args)
         db.execute("COMMIT")
